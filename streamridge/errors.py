@@ -1,0 +1,41 @@
+"""Exception hierarchy of streamridge.
+
+Every error a user can cause derives from :class:`StreamRidgeError`; the command
+line prints its message as one line and exits with code 2.  Errors that are also
+``ValueError`` (bad data or parameters) subclass it so that scikit-learn's
+conventions hold.
+"""
+
+from __future__ import annotations
+
+
+class StreamRidgeError(Exception):
+    """Base class of every error raised on purpose by streamridge."""
+
+
+class InputError(StreamRidgeError, ValueError):
+    """The data (shape, dtype, values) cannot be used as given."""
+
+
+class NonFiniteError(InputError):
+    """NaN or infinite values were found in X, y or the sample weights."""
+
+
+class ParameterError(StreamRidgeError, ValueError):
+    """An estimator or command-line parameter is out of range."""
+
+
+class FoldError(InputError):
+    """The fold scheme cannot be applied (too few rows or groups, empty fold)."""
+
+
+class SourceError(StreamRidgeError, OSError):
+    """A data source (file, store, array name, URL) cannot be opened or read."""
+
+
+class ModelFileError(StreamRidgeError, OSError):
+    """A model or statistics file is missing, corrupted or of another version."""
+
+
+class IncompatibleStatsError(StreamRidgeError, ValueError):
+    """Two statistics objects (or a checkpoint) describe different problems."""

@@ -1,0 +1,348 @@
+"""Per-(fold, class) sufficient statistics of ridge regression.
+
+For every cell (fold k, class c) we keep the weight sum ``n``, the row count,
+the weighted means of X and Y and the *centered* co-moments
+
+.. code-block:: text
+
+    Sxx = sum_i w_i (x_i - xbar)(x_i - xbar)'      (N, N)
+    Sxy = sum_i w_i (x_i - xbar)(y_i - ybar)'      (N, T)
+    syy = sum_i w_i (y_i - ybar)**2                (T,)  per-target diagonal of Y'Y
+
+Chunks are reduced with the pairwise update of Chan, Golub & LeVeque (1979):
+for two parts a, b with n = n_a + n_b and delta = mean_b - mean_a,
+
+.. code-block:: text
+
+    mean = mean_a + delta * n_b / n
+    S    = S_a + S_b + (n_a n_b / n) delta delta'
+
+which is associative up to rounding and never forms raw sums of squares, so an
+offset of 1e6 in the data costs no accuracy.  Only the diagonal of Y'Y is kept:
+every criterion here (summed or per-target squared error) needs no more, and
+with thousands of targets the full T x T matrix would dominate memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import IncompatibleStatsError, ModelFileError
+
+STATS_FORMAT = "streamridge-stats"
+STATS_VERSION = 1
+_ARRAYS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+
+
+@dataclass
+class FoldStats:
+    """Mergeable sufficient statistics, one cell per (fold, class).
+
+    Attributes
+    ----------
+    weight : array of shape (n_folds, n_classes)
+        Sum of sample weights per cell (the row count when unweighted).
+    count : array of shape (n_folds, n_classes)
+        Number of rows per cell.
+    mean_x : array of shape (n_folds, n_classes, n_features)
+    mean_y : array of shape (n_folds, n_classes, n_targets)
+    sxx : array of shape (n_folds, n_classes, n_features, n_features)
+    sxy : array of shape (n_folds, n_classes, n_features, n_targets)
+    syy : array of shape (n_folds, n_classes, n_targets)
+    meta : dict
+        JSON-serialisable description: fold scheme, classes, feature and
+        target names, rows seen (the next global row index).
+    """
+
+    weight: np.ndarray
+    count: np.ndarray
+    mean_x: np.ndarray
+    mean_y: np.ndarray
+    sxx: np.ndarray
+    sxy: np.ndarray
+    syy: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def zeros(
+        cls, n_folds: int, n_classes: int, n_features: int, n_targets: int, meta: dict | None = None
+    ) -> FoldStats:
+        """Empty statistics (the identity of :func:`merge`)."""
+        K, C, N, T = n_folds, n_classes, n_features, n_targets
+        return cls(
+            weight=np.zeros((K, C)),
+            count=np.zeros((K, C), dtype=np.int64),
+            mean_x=np.zeros((K, C, N)),
+            mean_y=np.zeros((K, C, T)),
+            sxx=np.zeros((K, C, N, N)),
+            sxy=np.zeros((K, C, N, T)),
+            syy=np.zeros((K, C, T)),
+            meta=dict(meta or {}),
+        )
+
+    @property
+    def n_folds(self) -> int:
+        """Number of folds K."""
+        return int(self.weight.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes C (1 for regression)."""
+        return int(self.weight.shape[1])
+
+    @property
+    def n_features(self) -> int:
+        """Number of features N."""
+        return int(self.mean_x.shape[2])
+
+    @property
+    def n_targets(self) -> int:
+        """Number of targets T."""
+        return int(self.mean_y.shape[2])
+
+    @property
+    def n_rows(self) -> int:
+        """Total number of rows accumulated."""
+        return int(self.count.sum())
+
+    def copy(self) -> FoldStats:
+        """Deep copy."""
+        return FoldStats(*(getattr(self, a).copy() for a in _ARRAYS), meta=json.loads(json.dumps(self.meta)))
+
+    def cell(self, k: int, c: int) -> FoldStats:
+        """Statistics of one cell as a 1 x 1 FoldStats."""
+        return FoldStats(*(getattr(self, a)[k : k + 1, c : c + 1].copy() for a in _ARRAYS), meta={})
+
+    def scaled(self, factor: np.ndarray) -> FoldStats:
+        """Cells re-weighted by ``factor`` (shape (n_folds, n_classes)): weights and co-moments scale, means do not."""
+        f = np.asarray(factor, dtype=np.float64)
+        return FoldStats(
+            self.weight * f,
+            self.count.copy(),
+            self.mean_x.copy(),
+            self.mean_y.copy(),
+            self.sxx * f[..., None, None],
+            self.sxy * f[..., None, None],
+            self.syy * f[..., None],
+            meta=dict(self.meta),
+        )
+
+
+def chunk_stats(
+    X: np.ndarray,
+    Y: np.ndarray,
+    cells: np.ndarray,
+    n_cells: int,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, ...]:
+    """Statistics of one chunk of rows, split by cell.
+
+    Parameters
+    ----------
+    X : array of shape (m, n_features), any real dtype
+    Y : array of shape (m, n_targets), any real dtype
+    cells : array of int of shape (m,)
+        Flat cell index ``fold * n_classes + class`` of every row.
+    n_cells : int
+    weights : array of shape (m,) or None
+        Non-negative sample weights.
+
+    Returns
+    -------
+    weight, count, mean_x, mean_y, sxx, sxy, syy : arrays with a leading
+        axis of length n_cells (float64; count int64)
+    """
+    m, N = X.shape
+    T = Y.shape[1]
+    out_w = np.zeros(n_cells)
+    out_n = np.zeros(n_cells, dtype=np.int64)
+    out_mx = np.zeros((n_cells, N))
+    out_my = np.zeros((n_cells, T))
+    out_xx = np.zeros((n_cells, N, N))
+    out_xy = np.zeros((n_cells, N, T))
+    out_yy = np.zeros((n_cells, T))
+    if m == 0:
+        return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
+    cells = np.asarray(cells, dtype=np.int64)
+    if n_cells == 1 or np.all(cells == cells[0]):
+        groups = [(int(cells[0]), None)]
+    else:
+        order = np.argsort(cells, kind="stable")
+        bounds = np.flatnonzero(np.diff(cells[order])) + 1
+        groups = [(int(cells[idx[0]]), idx) for idx in np.split(order, bounds)]
+    for cell, idx in groups:
+        Xc = np.array(X if idx is None else X[idx], dtype=np.float64, copy=True, order="C")
+        Yc = np.array(Y if idx is None else Y[idx], dtype=np.float64, copy=True, order="C")
+        w = None if weights is None else np.asarray(weights if idx is None else weights[idx], dtype=np.float64)
+        _cell_moments(Xc, Yc, w, cell, out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy)
+    return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
+
+
+def _cell_moments(Xc, Yc, w, cell, out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy) -> None:  # type: ignore[no-untyped-def]
+    """Centered moments of the rows of one cell (Xc, Yc are float64 copies, centered in place)."""
+    m = Xc.shape[0]
+    W = float(m) if w is None else float(w.sum())
+    out_n[cell] = m
+    out_w[cell] = W
+    if W <= 0:
+        return
+    for A, out_m in ((Xc, out_mx), (Yc, out_my)):
+        mean = (A.sum(axis=0) if w is None else w @ A) / W
+        A -= mean
+        # second pass: removes the rounding error of the first mean (large offsets)
+        corr = (A.sum(axis=0) if w is None else w @ A) / W
+        A -= corr
+        out_m[cell] = mean + corr
+    if w is not None:
+        s = np.sqrt(w)[:, None]
+        Xc *= s
+        Yc *= s
+    out_xx[cell] = Xc.T @ Xc
+    out_xy[cell] = Xc.T @ Yc
+    out_yy[cell] = np.einsum("ij,ij->j", Yc, Yc)
+
+
+def from_chunk(
+    X: np.ndarray,
+    Y: np.ndarray,
+    folds: np.ndarray,
+    classes: np.ndarray | None,
+    n_folds: int,
+    n_classes: int,
+    weights: np.ndarray | None = None,
+    meta: dict | None = None,
+) -> FoldStats:
+    """:class:`FoldStats` of one in-memory chunk given fold and class ids per row."""
+    cells = folds * n_classes + (0 if classes is None else classes)
+    arrays = chunk_stats(X, Y, np.asarray(cells), n_folds * n_classes, weights)
+    K, C = n_folds, n_classes
+    shaped = [a.reshape((K, C) + a.shape[1:]) for a in arrays]
+    return FoldStats(*shaped, meta=dict(meta or {}))
+
+
+def merge(a: FoldStats, b: FoldStats) -> FoldStats:
+    """Pairwise (Chan-Golub-LeVeque) merge of two statistics, cell by cell.
+
+    Returns a new object; metadata of ``a`` is kept and ``rows_seen`` is the
+    maximum of both (row ranges of merged shards are disjoint).
+    """
+    _check_compatible(a, b)
+    n = a.weight + b.weight
+    safe = np.where(n > 0, n, 1.0)
+    fb = np.where(n > 0, b.weight / safe, 0.0)
+    f = np.where(n > 0, a.weight * b.weight / safe, 0.0)
+    dx = b.mean_x - a.mean_x
+    dy = b.mean_y - a.mean_y
+    out = FoldStats(
+        weight=n,
+        count=a.count + b.count,
+        mean_x=a.mean_x + dx * fb[..., None],
+        mean_y=a.mean_y + dy * fb[..., None],
+        sxx=a.sxx + b.sxx + f[..., None, None] * dx[..., :, None] * dx[..., None, :],
+        sxy=a.sxy + b.sxy + f[..., None, None] * dx[..., :, None] * dy[..., None, :],
+        syy=a.syy + b.syy + f[..., None] * dy * dy,
+        meta=dict(a.meta),
+    )
+    # cells with zero weight but rows (all weights zero): keep the first nonempty mean
+    only_b = (a.weight == 0) & (b.weight > 0)
+    if np.any(only_b):
+        out.mean_x[only_b] = b.mean_x[only_b]
+        out.mean_y[only_b] = b.mean_y[only_b]
+    if "rows_seen" in a.meta or "rows_seen" in b.meta:
+        out.meta["rows_seen"] = max(int(a.meta.get("rows_seen", 0)), int(b.meta.get("rows_seen", 0)))
+    return out
+
+
+def merge_all(parts: list[FoldStats]) -> FoldStats:
+    """Merge a list pairwise as a balanced tree (deterministic order)."""
+    if not parts:
+        raise ValueError("merge_all needs at least one FoldStats")
+    level = list(parts)
+    while len(level) > 1:
+        nxt = [merge(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def combine(stats: FoldStats, mask: np.ndarray) -> FoldStats:
+    """Merge the cells selected by a boolean mask of shape (n_folds, n_classes) into one 1 x 1 cell."""
+    idx = np.argwhere(mask)
+    parts = [stats.cell(int(k), int(c)) for k, c in idx]
+    if not parts:
+        return FoldStats.zeros(1, 1, stats.n_features, stats.n_targets)
+    return merge_all(parts)
+
+
+_COMPAT_KEYS = ("scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task")
+
+
+def _check_compatible(a: FoldStats, b: FoldStats) -> None:
+    if a.weight.shape != b.weight.shape or a.sxy.shape != b.sxy.shape:
+        raise IncompatibleStatsError(
+            f"statistics have different shapes (folds, classes, features, targets): "
+            f"{a.sxy.shape} vs {b.sxy.shape}; they come from different problems"
+        )
+    for key in _COMPAT_KEYS:
+        if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
+            raise IncompatibleStatsError(
+                f"statistics differ in {key}: {a.meta[key]!r} vs {b.meta[key]!r}; "
+                "only statistics of the same features, targets and fold scheme can be merged"
+            )
+
+
+def save_stats(stats: FoldStats, path: str | os.PathLike[str]) -> None:
+    """Write statistics to one ``.npz`` file atomically (no pickle)."""
+    meta = dict(stats.meta, format=STATS_FORMAT, format_version=STATS_VERSION)
+    arrays = {a: getattr(stats, a) for a in _ARRAYS}
+    arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    atomic_write_npz(path, arrays)
+
+
+def load_stats(path: str | os.PathLike[str]) -> FoldStats:
+    """Read statistics written by :func:`save_stats`."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta_json"]).decode())
+            arrays = [np.array(z[a]) for a in _ARRAYS]
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"statistics file {str(path)!r} does not exist") from exc
+    except (KeyError, ValueError, OSError) as exc:
+        raise ModelFileError(f"{str(path)!r} is not a streamridge statistics file ({exc})") from exc
+    if meta.get("format") != STATS_FORMAT:
+        raise ModelFileError(f"{str(path)!r} is not a streamridge statistics file")
+    if int(meta.get("format_version", 0)) > STATS_VERSION:
+        raise ModelFileError(
+            f"{str(path)!r} has statistics format {meta['format_version']}, newer than this "
+            f"streamridge ({STATS_VERSION}); upgrade streamridge"
+        )
+    meta.pop("format", None)
+    meta.pop("format_version", None)
+    return FoldStats(*arrays, meta=meta)
+
+
+def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez`` into a temporary file beside ``path``, fsync, then rename over it."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(buf.getbuffer())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
