@@ -5,7 +5,11 @@ a streamed pass, a sharded pass and repeated ``partial_fit`` calls agree.
 
 Schemes
 -------
-``hash``    fold = splitmix64(row_index, seed) mod K
+``hash``    rows are taken in aligned blocks of K consecutive global indices; each block
+            gets its own seeded permutation of the K folds (ranks of
+            splitmix64(row_index, seed) within the block).  A pure function of the
+            row index, like a plain hash, but fold sizes differ by at most one, so
+            no fold is empty once M >= K.
 ``group``   fold = splitmix64(group_id, seed) mod K (all rows of a group share a fold)
 ``logo``    one fold per distinct group value (leave-one-group-out)
 ``blocks``  K contiguous blocks of rows (time series); needs the row count up front
@@ -40,7 +44,8 @@ def splitmix64(values: np.ndarray, seed: int) -> np.ndarray:
     -------
     array of uint64, same shape
     """
-    z = np.asarray(values, dtype=np.uint64) + np.uint64(seed % (1 << 64)) * _GOLDEN + _GOLDEN
+    offset = np.uint64(((seed + 1) * 0x9E3779B97F4A7C15) % (1 << 64))
+    z = np.asarray(values, dtype=np.uint64) + offset
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
     return z ^ (z >> np.uint64(31))
@@ -111,8 +116,7 @@ class FoldScheme:
         array of int64 of shape (n,)
         """
         if self.kind == "hash":
-            rows = np.arange(row_start, row_start + n, dtype=np.uint64)
-            return (splitmix64(rows, self.seed) % np.uint64(self.n_folds)).astype(np.int64)
+            return _block_permutation_folds(row_start, n, self.n_folds, self.seed)
         if self.kind == "blocks":
             rows = np.arange(row_start, row_start + n, dtype=np.int64)
             assert self.n_rows is not None
@@ -161,6 +165,19 @@ class FoldScheme:
             n_rows=d.get("n_rows"),
             group_values=None if gv is None else tuple(gv),
         )
+
+
+def _block_permutation_folds(row_start: int, n: int, K: int, seed: int) -> np.ndarray:
+    """Fold of rows ``row_start .. row_start+n-1``: rank of the row's hash within its block of K."""
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    b0 = row_start // K
+    b1 = (row_start + n - 1) // K
+    first = np.arange(b0 * K, (b1 + 1) * K, dtype=np.uint64).reshape(-1, K)
+    keys = splitmix64(first, seed)
+    ranks = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
+    offset = row_start - b0 * K
+    return ranks.reshape(-1)[offset : offset + n].astype(np.int64)
 
 
 def _plain(v: Any) -> Any:

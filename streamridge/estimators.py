@@ -1,0 +1,459 @@
+"""scikit-learn compatible estimators: validate, run the pass, dispatch to the solvers.
+
+The estimators own no numerics: :mod:`streamridge.stream` computes
+:class:`~streamridge.stats.FoldStats`, :mod:`streamridge.forms` turns them into
+per-fold quadratic forms and :mod:`streamridge.solvers` / :mod:`streamridge.selection`
+score lambdas and feature sets.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from . import __version__
+from .errors import FoldError, InputError, ParameterError
+from .folds import FoldScheme, make_scheme
+from .forms import build_forms, build_full_form
+from .grid import check_alphas, choose, default_alphas
+from .solvers import fold_errors, solve_full
+from .stats import FoldStats, merge
+from .stream import PassReport, PassSpec, accumulate
+
+_SELECTIONS = (None, "forward", "backward", "op-rr")
+
+
+def _is_lazy(a: Any) -> bool:
+    return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str))
+
+
+class _StreamRidgeBase(BaseEstimator):
+    """Shared fit/partial_fit/solve logic of the regressor and the classifier."""
+
+    _classifier = False
+
+    def _balanced(self) -> bool:
+        return False
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self) -> None:
+        if self.alphas is not None:
+            check_alphas(self.alphas)
+        cv = self.cv
+        if isinstance(cv, (bool, np.bool_)) or not (
+            (isinstance(cv, (int, np.integer)) and cv >= 2) or cv in ("groups", "blocks")
+        ):
+            raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
+        if self.solver not in ("eigen", "covariance"):
+            raise ParameterError(f"solver must be 'eigen' or 'covariance'; got solver={self.solver!r}")
+        if self.alpha_rule not in ("min", "1se"):
+            raise ParameterError(f"alpha_rule must be 'min' or '1se'; got alpha_rule={self.alpha_rule!r}")
+        if self.selection not in _SELECTIONS:
+            raise ParameterError(
+                f"selection must be one of {_SELECTIONS}; got selection={self.selection!r}"
+            )
+        if self.chunk_rows is not None and int(self.chunk_rows) < 1:
+            raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
+
+    def _source(self, X: Any, y: Any, groups: Any, sample_weight: Any, *, reset: bool) -> Any:
+        from .sources import open_source
+
+        if _is_lazy(X):
+            src = open_source(X, y=y if y is not None else "y", groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
+            if reset:
+                self.n_features_in_ = int(src.X.shape[1])
+                if src.feature_names:
+                    self.feature_names_in_ = np.asarray(src.feature_names, dtype=object)
+            elif int(src.X.shape[1]) != self.n_features_in_:
+                raise InputError(
+                    f"X has {src.X.shape[1]} features, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input"
+                )
+            return src
+        X, y = validate_data(
+            self, X, y, reset=reset, dtype="numeric", ensure_all_finite=False,
+            multi_output=not self._classifier, y_numeric=not self._classifier,
+        )
+        if self._classifier:
+            y = column_or_1d(y, warn=True)
+            check_classification_targets(y)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.ndim == 0:
+                sample_weight = np.full(X.shape[0], float(sample_weight))
+            if sample_weight.shape != (X.shape[0],):
+                raise InputError(
+                    f"sample_weight has shape {sample_weight.shape}; expected ({X.shape[0]},), one weight per row"
+                )
+        if groups is not None:
+            groups = np.asarray(groups).reshape(-1)
+            if groups.shape[0] != X.shape[0]:
+                raise InputError(f"groups has {groups.shape[0]} entries for {X.shape[0]} rows of X")
+        return open_source(X, y=y, groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
+
+    def _scheme(self, src: Any, *, partial: bool) -> FoldScheme:
+        n = int(src.X.shape[0])
+        cv = self.cv
+        has_groups = src.groups is not None
+        if cv == "groups" and partial:
+            raise ParameterError("cv='groups' needs all groups up front; partial_fit takes cv=K (with or without groups)")
+        if cv == "blocks" and partial:
+            raise ParameterError("cv='blocks' needs the row count up front; partial_fit takes cv=K")
+        K = self.n_blocks if cv == "blocks" else (None if cv == "groups" else int(cv))
+        if cv != "groups" and K is not None and n < K:
+            raise FoldError(f"got {n} sample(s) but cv={cv} needs at least {K} rows, one per fold; use fewer folds")
+        gv = None
+        if cv == "groups":
+            if not has_groups:
+                raise ParameterError("cv='groups' needs groups (one id per row)")
+            gv = np.unique(np.asarray(src.groups.compute()))
+        scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
+        if scheme.kind == "group":
+            n_groups = len(np.unique(np.asarray(src.groups.compute())))
+            if n_groups < scheme.n_folds:
+                raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
+        return scheme
+
+    def _classes(self, src: Any, classes: Any = None) -> tuple[Any, ...] | None:
+        if not self._classifier:
+            return None
+        if classes is None:
+            y = src.y
+            labels = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
+        else:
+            labels = np.unique(np.asarray(classes))
+        if labels.shape[0] < 2:
+            raise InputError(
+                f"y has only one class ({labels.tolist()}); a classifier needs at least two classes"
+            )
+        return tuple(labels.tolist())
+
+    # ------------------------------------------------------------------ public API
+    def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
+        self._check_params()
+        first = not (partial and hasattr(self, "stats_"))
+        src = self._source(X, y, groups, sample_weight, reset=first)
+        if src.y is None:
+            raise InputError("no target y was given or found in the data source; pass y")
+        if first:
+            labels = self._classes(src, classes)
+            scheme = self._scheme(src, partial=partial)
+            n_targets = self._n_targets(src, labels)
+            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite))
+            self._y_1d = (src.y.ndim == 1) if labels is None else True
+            offset = 0
+        else:
+            if self._classifier and classes is not None and tuple(np.unique(classes).tolist()) != self._spec.classes:
+                raise ParameterError(f"classes changed between partial_fit calls: {self._spec.classes} vs {tuple(np.unique(classes).tolist())}")
+            if not self._classifier and (src.y.ndim == 1) != self._y_1d:
+                raise InputError("y changed between 1-D and 2-D across partial_fit calls")
+            offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+        report = PassReport()
+        meta = self._meta(src)
+        stats = accumulate(src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report)
+        if not first:
+            stats = merge(self.stats_, stats)
+        self.stats_ = stats
+        if partial and stats.count.sum(axis=1).min() == 0:
+            raise FoldError(
+                f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; "
+                "call partial_fit with more rows before predicting"
+            )
+        return self._fit_stats(stats, report)
+
+    def _n_targets(self, src: Any, labels: Any) -> int:
+        if labels is not None:
+            return 1 if len(labels) == 2 else len(labels)
+        return 1 if src.y.ndim == 1 else int(src.y.shape[1])
+
+    def _meta(self, src: Any) -> dict[str, Any]:
+        spec = self._spec
+        return {
+            "scheme": spec.scheme.to_dict(),
+            "classes": None if spec.classes is None else list(spec.classes),
+            "n_features": int(src.X.shape[1]),
+            "n_targets": spec.n_targets,
+            "task": "classification" if self._classifier else "regression",
+            "feature_names": list(src.feature_names) if getattr(src, "feature_names", None) else None,
+            "y_1d": bool(self._y_1d),
+            "streamridge_version": __version__,
+        }
+
+    def fit_stats(self, stats: FoldStats) -> Any:
+        """Model selection and final fit from precomputed statistics (no pass over rows).
+
+        Parameters
+        ----------
+        stats : FoldStats
+            E.g. from :func:`streamridge.stats.load_stats` or a merge of shards.
+        """
+        self._check_params()
+        task = stats.meta.get("task", "regression")
+        if (task == "classification") != self._classifier:
+            raise ParameterError(f"these statistics are for {task}; use the matching estimator")
+        classes = stats.meta.get("classes")
+        scheme = FoldScheme.from_dict(stats.meta["scheme"]) if "scheme" in stats.meta else FoldScheme("hash", stats.n_folds)
+        self._spec = PassSpec(scheme, None if classes is None else tuple(classes), stats.n_targets)
+        self._y_1d = bool(stats.meta.get("y_1d", stats.n_targets == 1))
+        self.n_features_in_ = stats.n_features
+        if stats.meta.get("feature_names"):
+            self.feature_names_in_ = np.asarray(stats.meta["feature_names"], dtype=object)
+        self.stats_ = stats
+        return self._fit_stats(stats, PassReport())
+
+    def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
+        t0 = time.perf_counter()
+        opts = {"fit_intercept": bool(self.fit_intercept), "standardize": bool(self.standardize), "balanced": self._balanced()}
+        forms = build_forms(stats, **opts)
+        full = build_full_form(stats, **opts)
+        alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
+        per_target = bool(self.alpha_per_target)
+        support = np.ones(stats.n_features, dtype=bool)
+        if self.selection is None:
+            E = fold_errors(forms, alphas, solver=self.solver)
+            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
+        else:
+            E, idx, support = self._select(forms, alphas, per_target)
+        alpha = alphas[idx]
+        coef = np.zeros((stats.n_targets, stats.n_features))
+        if support.any():
+            sub = np.flatnonzero(support)
+            full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
+            c, intercept = solve_full(full_s, alpha)
+            coef[:, sub] = c
+        else:
+            intercept = full.y_offset.copy()
+        self._set_fitted(stats, alphas, E, alpha, coef, intercept, support)
+        self.timings_ = {"pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": time.perf_counter() - t0}
+        return self
+
+    def _select(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
+        from .selection import run_selection
+
+        res = run_selection(self, forms, alphas, per_target=per_target)
+        self.selection_path_ = res.path
+        self.selected_features_ = np.asarray(res.selected, dtype=np.int64)
+        return res.fold_errors, res.alpha_index, res.support
+
+    def _set_fitted(self, stats, alphas, E, alpha, coef, intercept, support) -> None:  # type: ignore[no-untyped-def]
+        self.alphas_ = np.asarray(alphas)
+        self.fold_errors_ = E
+        cv_errors = E.sum(axis=1)  # (R, T)
+        self.n_folds_ = stats.n_folds
+        self.support_ = support
+        one = self._y_1d and not self._classifier
+        self.cv_errors_ = cv_errors[:, 0] if one else cv_errors
+        self.alpha_ = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha)
+        if self._classifier:
+            self.coef_ = coef
+            self.intercept_ = intercept
+        else:
+            self.coef_ = coef[0] if one else coef
+            self.intercept_ = float(intercept[0]) if one else intercept
+        if not self.fit_intercept:
+            self.intercept_ = 0.0 if one else np.zeros_like(intercept)
+
+    def _linear(self, X: Any) -> Any:
+        check_is_fitted(self, "coef_")
+        if _is_lazy(X) and not isinstance(X, str):
+            if X.shape[1] != self.n_features_in_:
+                raise InputError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input")
+            coef = np.atleast_2d(self.coef_)
+            b = np.atleast_1d(self.intercept_)
+            out = X.map_blocks(lambda a: np.asarray(a, dtype=np.float64) @ coef.T + b, dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
+            return out
+        X = validate_data(self, X, reset=False, dtype="numeric")
+        return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
+
+
+_COMMON_DOC = """
+    Parameters
+    ----------
+    alphas : array-like of shape (n_alphas,) or None
+        Grid of regularization strengths (positive).  None: a log-spaced grid
+        of 50 values from 1e-6 to 1e3 times the mean eigenvalue of X'X.
+    cv : int, "groups" or "blocks"
+        K folds by a seeded hash of the global row index (of the group id when
+        ``groups`` are given), one fold per group, or ``n_blocks`` contiguous blocks.
+    fit_intercept : bool
+        Unpenalized intercept, computed exactly per training fold.
+    standardize : bool
+        Scale features by the training part's standard deviation (ddof=0);
+        lambda applies to the scaled coefficients, ``coef_`` is in original units.
+    alpha_per_target : bool
+        One lambda per target (sharing each fold's eigendecomposition).
+    random_state : int
+        Seed of the fold hash.
+    solver : {"eigen", "covariance"}
+        Eigen method (one eigendecomposition per fold) or one solve per lambda and fold.
+    alpha_rule : {"min", "1se"}
+        Smallest summed CV error (ties to the larger lambda) or the one-standard-error rule.
+    n_blocks : int
+        Number of folds for ``cv="blocks"``.
+    selection : {None, "forward", "backward", "op-rr"}
+        Feature selection with lambda re-chosen for every feature set.
+    max_features, min_features : int or None
+        Stop the selection path early.
+    force_features : sequence of int or None
+        Features that always stay in the model.
+    chunk_rows : int or None
+        Rows per chunk of the data pass (None: from a memory budget).
+    scheduler : None, "threads", "processes", "sync", "local:N", address or Client
+        Where the data pass runs.
+    progress : bool
+        Show a progress bar during the pass.
+    skip_nonfinite : bool
+        Drop rows with NaN/inf instead of failing.
+"""
+
+
+class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
+    __doc__ = (
+        "Ridge regression with exact K-fold lambda search from streamed statistics.\n"
+        + _COMMON_DOC
+        + """
+    Attributes
+    ----------
+    coef_ : array of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or array of shape (n_targets,)
+    alpha_ : float or array of shape (n_targets,)
+    alphas_ : array of shape (n_alphas,)
+    cv_errors_ : array of shape (n_alphas,) or (n_alphas, n_targets)
+        Validation squared error summed over all folds.
+    fold_errors_ : array of shape (n_alphas, n_folds, n_targets)
+    n_folds_ : int
+    stats_ : FoldStats
+    support_ : array of bool of shape (n_features,)
+    timings_ : dict
+    """
+    )
+
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+        self.alphas = alphas
+        self.cv = cv
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.alpha_per_target = alpha_per_target
+        self.random_state = random_state
+        self.solver = solver
+        self.alpha_rule = alpha_rule
+        self.n_blocks = n_blocks
+        self.selection = selection
+        self.max_features = max_features
+        self.min_features = min_features
+        self.force_features = force_features
+        self.chunk_rows = chunk_rows
+        self.scheduler = scheduler
+        self.progress = progress
+        self.skip_nonfinite = skip_nonfinite
+
+    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
+        """Stream over the rows once, then choose lambda by K-fold CV and fit on all rows.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features), dask array, Source or path
+        y : array of shape (n_samples,) or (n_samples, n_targets), or None with a source
+        groups : array of shape (n_samples,) or None
+        sample_weight : array of shape (n_samples,) or None
+        """
+        for attr in ("stats_", "selection_path_", "selected_features_"):
+            self.__dict__.pop(attr, None)
+        return self._fit(X, y, groups, sample_weight, partial=False)
+
+    def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
+        """Add rows (global row indices continue across calls) and refit from the merged statistics."""
+        return self._fit(X, y, groups, sample_weight, partial=True)
+
+    def predict(self, X: Any) -> Any:
+        """Predictions of shape (n_samples,) or (n_samples, n_targets)."""
+        out = self._linear(X)
+        return out[:, 0] if self._y_1d else out
+
+
+class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
+    __doc__ = (
+        "Ridge classifier (targets +1/-1 per class, one-vs-rest) with exact K-fold lambda search.\n"
+        + _COMMON_DOC
+        + """
+    class_weight : None or "balanced"
+        "balanced" is class-reweighted ridge regression (CRRR): in every training
+        and validation part each row of class c gets weight n_part / (C n_part,c).
+
+    Attributes
+    ----------
+    classes_ : array of shape (n_classes,)
+    coef_ : array of shape (1, n_features) for two classes, else (n_classes, n_features)
+    intercept_ : array of shape (1,) or (n_classes,)
+    alpha_, alphas_, cv_errors_, fold_errors_, n_folds_, stats_ : see StreamRidgeCV
+    """
+    )
+
+    _classifier = True
+
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+        self.alphas = alphas
+        self.cv = cv
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.alpha_per_target = alpha_per_target
+        self.class_weight = class_weight
+        self.random_state = random_state
+        self.solver = solver
+        self.alpha_rule = alpha_rule
+        self.n_blocks = n_blocks
+        self.selection = selection
+        self.max_features = max_features
+        self.min_features = min_features
+        self.force_features = force_features
+        self.chunk_rows = chunk_rows
+        self.scheduler = scheduler
+        self.progress = progress
+        self.skip_nonfinite = skip_nonfinite
+
+    def _balanced(self) -> bool:
+        if self.class_weight not in (None, "balanced"):
+            raise ParameterError(f"class_weight must be None or 'balanced'; got class_weight={self.class_weight!r}")
+        return self.class_weight == "balanced"
+
+    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeClassifierCV:
+        """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
+        for attr in ("stats_", "selection_path_", "selected_features_"):
+            self.__dict__.pop(attr, None)
+        self._balanced()
+        return self._fit(X, y, groups, sample_weight, partial=False)
+
+    def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, classes: Any = None) -> StreamRidgeClassifierCV:
+        """Add rows; ``classes`` (all labels) is required on the first call."""
+        if not hasattr(self, "stats_") and classes is None:
+            raise ParameterError("classes must be passed on the first call to partial_fit (all labels that will occur)")
+        self._balanced()
+        return self._fit(X, y, groups, sample_weight, classes, partial=True)
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels, sorted."""
+        check_is_fitted(self, "coef_")
+        return np.asarray(self._spec.classes)
+
+    def decision_function(self, X: Any) -> Any:
+        """Scores of shape (n_samples,) for two classes, else (n_samples, n_classes)."""
+        out = self._linear(X)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict(self, X: Any) -> Any:
+        """Class labels."""
+        scores = self.decision_function(X)
+        classes = self.classes_
+        if hasattr(scores, "dask"):
+            idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
+        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return classes[idx]
+
+
