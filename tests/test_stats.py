@@ -1,0 +1,132 @@
+"""Sufficient statistics: chunking invariance, Chan merge, large offsets, dtypes, files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamridge.errors import IncompatibleStatsError, ModelFileError
+from streamridge.folds import FoldScheme
+from streamridge.stats import FoldStats, from_chunk, load_stats, merge, merge_all, save_stats
+from streamridge.stream import PassSpec, accumulate
+
+from .conftest import dask_source
+
+FIELDS = ("weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
+
+
+def assert_stats_close(a: FoldStats, b: FoldStats, rtol: float) -> None:
+    np.testing.assert_array_equal(a.count, b.count)
+    for f in FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        scale = max(np.abs(y).max(), 1e-300)
+        assert np.abs(x - y).max() <= rtol * scale, (f, np.abs(x - y).max() / scale)
+
+
+def direct_stats(X, Y, folds, K, w=None):
+    """Slow reference: two-pass centered moments per fold, straight from the definition."""
+    N, T = X.shape[1], Y.shape[1]
+    out = FoldStats.zeros(K, 1, N, T)
+    w = np.ones(len(X)) if w is None else w
+    for k in range(K):
+        m = folds == k
+        Xk, Yk, wk = X[m].astype(np.float64), Y[m].astype(np.float64), w[m]
+        W = wk.sum()
+        mx, my = wk @ Xk / W, wk @ Yk / W
+        Xc, Yc = Xk - mx, Yk - my
+        out.weight[k, 0], out.count[k, 0] = W, m.sum()
+        out.mean_x[k, 0], out.mean_y[k, 0] = mx, my
+        out.sxx[k, 0] = (Xc * wk[:, None]).T @ Xc
+        out.sxy[k, 0] = (Xc * wk[:, None]).T @ Yc
+        out.syy[k, 0] = (wk[:, None] * Yc**2).sum(0)
+    return out
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000, None])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_chunk_size_invariance(rng, chunk_rows, weighted):
+    M, N, T, K = 1500, 6, 2, 5
+    X = rng.standard_normal((M, N)) * rng.uniform(0.1, 10, N) + rng.uniform(-5, 5, N)
+    Y = X @ rng.standard_normal((N, T)) + rng.standard_normal((M, T))
+    w = rng.uniform(0, 3, M) if weighted else None
+    scheme = FoldScheme("hash", K, seed=3)
+    spec = PassSpec(scheme, None, T)
+    rows = 1 if chunk_rows == 1 else chunk_rows
+    src = dask_source(X[: 300 if rows == 1 else M], Y[: 300 if rows == 1 else M], sample_weight=None if w is None else w[: 300 if rows == 1 else M], chunk_rows=rows)
+    m = src.X.shape[0]
+    got = accumulate(src, spec, scheduler="sync" if rows == 1 else None)
+    ref = direct_stats(X[:m], Y[:m], scheme.assign(0, m), K, None if w is None else w[:m])
+    assert_stats_close(got, ref, 1e-12)
+    assert got.meta["rows_seen"] == m
+
+
+def test_large_offset_keeps_accuracy(rng):
+    # Z on a dyadic grid so that 1e6 + Z is exact in float64: the reference is Z's own moments
+    M, N, K = 4000, 5, 4
+    Z = np.round(rng.standard_normal((M, N)) * 2**20) / 2**20
+    X = 1e6 + Z
+    y = Z @ np.arange(1.0, N + 1) + np.round(rng.standard_normal(M) * 2**20) / 2**20
+    spec = PassSpec(FoldScheme("hash", K), None, 1)
+    got = accumulate(dask_source(X, y + 1e6, chunk_rows=333), spec)
+    ref = accumulate(dask_source(Z, y, chunk_rows=333), spec)
+    for f in ("sxx", "sxy", "syy"):
+        rel = np.abs(getattr(got, f) - getattr(ref, f)).max() / np.abs(getattr(ref, f)).max()
+        assert rel < 1e-9, (f, rel)
+    np.testing.assert_allclose(got.mean_x - 1e6, ref.mean_x, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32, np.int64])
+def test_input_dtypes_accumulate_in_float64(rng, dtype):
+    X = (rng.standard_normal((200, 4)) * 8).astype(dtype)
+    y = rng.standard_normal(200).astype(np.float32)
+    spec = PassSpec(FoldScheme("hash", 3), None, 1)
+    got = accumulate(dask_source(X, y, chunk_rows=64), spec)
+    assert got.sxx.dtype == np.float64
+    ref = direct_stats(X.astype(np.float64), y.astype(np.float64)[:, None], spec.scheme.assign(0, 200), 3)
+    assert_stats_close(got, ref, 1e-12)
+
+
+def test_merge_is_associative_and_has_identity(rng):
+    K, N, T = 3, 4, 2
+    parts = []
+    for i in range(3):
+        X = rng.standard_normal((50 + 10 * i, N)) + 100 * i
+        Y = rng.standard_normal((50 + 10 * i, T))
+        parts.append(from_chunk(X, Y, rng.integers(0, K, len(X)), None, K, 1))
+    a, b, c = parts
+    assert_stats_close(merge(merge(a, b), c), merge(a, merge(b, c)), 1e-13)
+    assert_stats_close(merge(FoldStats.zeros(K, 1, N, T), a), a, 0)
+    assert_stats_close(merge_all(parts), merge(merge(a, b), c), 1e-13)
+
+
+def test_merge_refuses_other_problems(rng):
+    a = from_chunk(rng.standard_normal((20, 3)), rng.standard_normal((20, 1)), np.zeros(20, int), None, 2, 1)
+    b = from_chunk(rng.standard_normal((20, 4)), rng.standard_normal((20, 1)), np.zeros(20, int), None, 2, 1)
+    with pytest.raises(IncompatibleStatsError, match="shapes"):
+        merge(a, b)
+    c = a.copy()
+    a.meta["scheme"], c.meta["scheme"] = {"seed": 0}, {"seed": 1}
+    with pytest.raises(IncompatibleStatsError, match="scheme"):
+        merge(a, c)
+
+
+def test_save_load_roundtrip_without_pickle(rng, tmp_path):
+    s = from_chunk(rng.standard_normal((30, 3)), rng.standard_normal((30, 2)), rng.integers(0, 3, 30), None, 3, 1)
+    s.meta["scheme"] = FoldScheme("hash", 3, seed=7).to_dict()
+    p = tmp_path / "s.npz"
+    save_stats(s, p)
+    with np.load(p, allow_pickle=False) as z:
+        assert "sxx" in z.files
+    t = load_stats(p)
+    assert_stats_close(t, s, 0)
+    assert t.meta["scheme"]["seed"] == 7
+    assert list(tmp_path.iterdir()) == [p]  # no temporary file left behind
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(ModelFileError, match="does not exist"):
+        load_stats(tmp_path / "nope.npz")
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, a=np.zeros(3))
+    with pytest.raises(ModelFileError, match="not a streamridge statistics file"):
+        load_stats(bad)
