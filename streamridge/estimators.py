@@ -208,6 +208,10 @@ class _StreamRidgeBase(BaseEstimator):
 
     def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
         t0 = time.perf_counter()
+        if stats.n_rows > 0 and stats.weight.sum() <= 0:
+            raise InputError("sample_weight is zero for every row; give some rows a positive weight")
+        if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
+            raise InputError("only one class has rows with positive sample weight; a classifier needs at least two classes")
         opts = {"fit_intercept": bool(self.fit_intercept), "standardize": bool(self.standardize), "balanced": self._balanced()}
         forms = build_forms(stats, **opts)
         full = build_full_form(stats, **opts)
@@ -352,6 +356,11 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
 
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
         """Stream over the rows once, then choose lambda by K-fold CV and fit on all rows.
 
@@ -381,9 +390,10 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         "Ridge classifier (targets +1/-1 per class, one-vs-rest) with exact K-fold lambda search.\n"
         + _COMMON_DOC
         + """
-    class_weight : None or "balanced"
+    class_weight : None, "balanced" or dict
         "balanced" is class-reweighted ridge regression (CRRR): in every training
         and validation part each row of class c gets weight n_part / (C n_part,c).
+        A dict {label: weight} gives fixed per-class weights.
 
     Attributes
     ----------
@@ -416,10 +426,18 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
 
-    def _balanced(self) -> bool:
-        if self.class_weight not in (None, "balanced"):
-            raise ParameterError(f"class_weight must be None or 'balanced'; got class_weight={self.class_weight!r}")
-        return self.class_weight == "balanced"
+    def _balanced(self) -> bool | np.ndarray:
+        cw = self.class_weight
+        if cw is None or cw == "balanced":
+            return cw == "balanced"
+        if not isinstance(cw, dict):
+            raise ParameterError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}; got class_weight={cw!r}")
+        if not hasattr(self, "_spec") or self._spec.classes is None:
+            return False
+        factors = np.array([float(cw.get(c, 1.0)) for c in self._spec.classes])
+        if np.any(~np.isfinite(factors) | (factors < 0)):
+            raise ParameterError(f"class_weight values must be non-negative; got class_weight={cw!r}")
+        return factors
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeClassifierCV:
         """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""

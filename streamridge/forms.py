@@ -105,9 +105,15 @@ class FullForm:
     n: float
 
 
-def class_factors(count: np.ndarray, balanced: bool) -> np.ndarray:
-    """Per-class row weights ``n / (C n_c)`` for one part, given counts of shape (C,)."""
+def class_factors(count: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray:
+    """Per-class row weights of one part, given its row counts of shape (C,).
+
+    ``balanced=True`` gives ``n / (C n_c)``; an array gives fixed per-class
+    weights (a user's ``class_weight`` dict); False gives ones.
+    """
     C = count.shape[0]
+    if isinstance(balanced, np.ndarray):
+        return balanced.astype(np.float64)
     if not balanced or C == 1:
         return np.ones(C)
     n = count.sum()
@@ -157,7 +163,7 @@ def _scale_of(sxx_diag: np.ndarray, n: float) -> np.ndarray:
     return np.where(s < 10 * np.finfo(float).eps * np.maximum(1.0, np.abs(s)), 1.0, s)
 
 
-def _training_form(part: FoldStats, balanced: bool, fit_intercept: bool, standardize: bool):  # type: ignore[no-untyped-def]
+def _training_form(part: FoldStats, balanced: bool | np.ndarray, fit_intercept: bool, standardize: bool):  # type: ignore[no-untyped-def]
     """(A, B, xbar, ybar, scale, n, class factors) of one training part (1 x C stats)."""
     g = class_factors(part.count[0], balanced)
     t = _merge_classes(part, g)
@@ -180,7 +186,7 @@ def build_forms(
     *,
     fit_intercept: bool = True,
     standardize: bool = False,
-    balanced: bool = False,
+    balanced: bool | np.ndarray = False,
 ) -> Forms:
     """Training and validation quadratic forms of every fold (see module docstring).
 
@@ -213,7 +219,7 @@ def build_full_form(
     *,
     fit_intercept: bool = True,
     standardize: bool = False,
-    balanced: bool = False,
+    balanced: bool | np.ndarray = False,
 ) -> FullForm:
     """Training form of all rows (all folds merged) for the final model."""
     whole = _fold_rows(stats, 0)
@@ -225,7 +231,7 @@ def build_full_form(
     return FullForm(A, B, xbar, ybar, scale, n)
 
 
-def check_folds(stats: FoldStats, *, balanced: bool = False) -> None:
+def check_folds(stats: FoldStats, *, balanced: bool | np.ndarray = False) -> None:
     """Raise a one-line :class:`FoldError` if a fold or a class would be empty."""
     per_fold = stats.count.sum(axis=1)
     empty = np.flatnonzero(per_fold == 0)
@@ -240,7 +246,7 @@ def check_folds(stats: FoldStats, *, balanced: bool = False) -> None:
         raise FoldError(f"fold(s) {zero.tolist()} have zero total sample weight; use fewer folds")
     if stats.weight.sum() - wsum.max() <= 0:
         raise FoldError("a training part has zero total weight: all weight sits in one fold")
-    if balanced and stats.n_classes > 1:
+    if balanced is True and stats.n_classes > 1:
         per_class = stats.count.sum(axis=0)
         for c in np.flatnonzero(per_class == 0):
             raise FoldError(f"class index {int(c)} has no rows; class_weight='balanced' needs every class")
