@@ -39,3 +39,11 @@ class ModelFileError(StreamRidgeError, OSError):
 
 class IncompatibleStatsError(StreamRidgeError, ValueError):
     """Two statistics objects (or a checkpoint) describe different problems."""
+
+
+class SchedulerError(StreamRidgeError, OSError):
+    """A dask scheduler (cluster address) cannot be reached or failed."""
+
+
+class CheckpointError(IncompatibleStatsError):
+    """A checkpoint belongs to other data or options and cannot be resumed."""

@@ -28,6 +28,10 @@ from .stream import PassReport, PassSpec, accumulate
 _SELECTIONS = (None, "forward", "backward", "op-rr")
 
 
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _is_lazy(a: Any) -> bool:
     return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str))
 
@@ -60,7 +64,25 @@ class _StreamRidgeBase(BaseEstimator):
         if self.chunk_rows is not None and int(self.chunk_rows) < 1:
             raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
 
-    def _source(self, X: Any, y: Any, groups: Any, sample_weight: Any, *, reset: bool) -> Any:
+    def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
+        """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
+        check_classification_targets(y)
+        if reset:
+            labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+            if labels.shape[0] < 2:
+                raise InputError(f"y has only one class ({labels.tolist()}); a classifier needs at least two classes")
+            self._labels = labels
+        labels = self._labels
+        codes = np.clip(np.searchsorted(labels, y), 0, len(labels) - 1)
+        unknown = labels[codes] != y
+        if np.any(unknown):
+            raise InputError(
+                f"labels {np.unique(y[unknown])[:5].tolist()} are not among classes {labels.tolist()}; "
+                "pass all classes (classes=) on the first partial_fit"
+            )
+        return codes
+
+    def _source(self, X: Any, y: Any, groups: Any, sample_weight: Any, *, reset: bool, labels: Any = None) -> Any:
         from .sources import open_source
 
         if _is_lazy(X):
@@ -80,8 +102,7 @@ class _StreamRidgeBase(BaseEstimator):
             multi_output=not self._classifier, y_numeric=not self._classifier,
         )
         if self._classifier:
-            y = column_or_1d(y, warn=True)
-            check_classification_targets(y)
+            y = self._encode_labels(column_or_1d(y, warn=True), labels, reset=reset)
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.ndim == 0:
@@ -137,19 +158,24 @@ class _StreamRidgeBase(BaseEstimator):
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
         self._check_params()
         first = not (partial and hasattr(self, "stats_"))
-        src = self._source(X, y, groups, sample_weight, reset=first)
+        src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
         if src.y is None:
             raise InputError("no target y was given or found in the data source; pass y")
         if first:
-            labels = self._classes(src, classes)
+            if self._classifier and not _is_lazy(X):
+                labels: tuple[Any, ...] | None = tuple(range(len(self._labels)))
+            else:
+                labels = self._classes(src, classes)
+                if labels is not None:
+                    self._labels = np.asarray(labels)
             scheme = self._scheme(src, partial=partial)
             n_targets = self._n_targets(src, labels)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite))
             self._y_1d = (src.y.ndim == 1) if labels is None else True
             offset = 0
         else:
-            if self._classifier and classes is not None and tuple(np.unique(classes).tolist()) != self._spec.classes:
-                raise ParameterError(f"classes changed between partial_fit calls: {self._spec.classes} vs {tuple(np.unique(classes).tolist())}")
+            if self._classifier and classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self._labels):
+                raise ParameterError(f"classes changed between partial_fit calls: {self._labels.tolist()} vs {np.unique(classes).tolist()}")
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
@@ -175,7 +201,7 @@ class _StreamRidgeBase(BaseEstimator):
         spec = self._spec
         return {
             "scheme": spec.scheme.to_dict(),
-            "classes": None if spec.classes is None else list(spec.classes),
+            "classes": None if spec.classes is None else [_plain(c) for c in self._labels],
             "n_features": int(src.X.shape[1]),
             "n_targets": spec.n_targets,
             "task": "classification" if self._classifier else "regression",
@@ -198,7 +224,9 @@ class _StreamRidgeBase(BaseEstimator):
             raise ParameterError(f"these statistics are for {task}; use the matching estimator")
         classes = stats.meta.get("classes")
         scheme = FoldScheme.from_dict(stats.meta["scheme"]) if "scheme" in stats.meta else FoldScheme("hash", stats.n_folds)
-        self._spec = PassSpec(scheme, None if classes is None else tuple(classes), stats.n_targets)
+        if classes is not None:
+            self._labels = np.asarray(classes)
+        self._spec = PassSpec(scheme, None if classes is None else tuple(range(len(classes))) if stats.meta.get("classes_encoded", True) else tuple(classes), stats.n_targets)
         self._y_1d = bool(stats.meta.get("y_1d", stats.n_targets == 1))
         self.n_features_in_ = stats.n_features
         if stats.meta.get("feature_names"):
@@ -432,9 +460,9 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
             return cw == "balanced"
         if not isinstance(cw, dict):
             raise ParameterError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}; got class_weight={cw!r}")
-        if not hasattr(self, "_spec") or self._spec.classes is None:
+        if getattr(self, "_labels", None) is None:
             return False
-        factors = np.array([float(cw.get(c, 1.0)) for c in self._spec.classes])
+        factors = np.array([float(cw.get(_plain(c), 1.0)) for c in self._labels])
         if np.any(~np.isfinite(factors) | (factors < 0)):
             raise ParameterError(f"class_weight values must be non-negative; got class_weight={cw!r}")
         return factors
@@ -457,7 +485,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
     def classes_(self) -> np.ndarray:
         """Class labels, sorted."""
         check_is_fitted(self, "coef_")
-        return np.asarray(self._spec.classes)
+        return np.asarray(self._labels)
 
     def decision_function(self, X: Any) -> Any:
         """Scores of shape (n_samples,) for two classes, else (n_samples, n_classes)."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FoldError
+from .parallel import map_folds
 from .stats import FoldStats, merge
 
 
@@ -196,22 +197,24 @@ def build_forms(
         If a fold (training or validation part) has no rows or zero weight.
     """
     check_folds(stats, balanced=balanced)
-    K, N, T = stats.n_folds, stats.n_features, stats.n_targets
-    out = {k: np.empty(s) for k, s in (("At", (K, N, N)), ("Bt", (K, N, T)), ("Av", (K, N, N)), ("Bv", (K, N, T)), ("cv", (K, T)), ("xo", (K, N)), ("yo", (K, T)), ("sc", (K, N)), ("nt", (K,)), ("nv", (K,)))}
-    for k, part in enumerate(training_parts(stats)):
-        A, B, xbar_t, ybar_t, scale, n_t = _training_form(part, balanced, fit_intercept, standardize)
+    parts = training_parts(stats)
+
+    def one(k: int) -> tuple:
+        A, B, xbar_t, ybar_t, scale, n_t = _training_form(parts[k], balanced, fit_intercept, standardize)
         vpart = _fold_rows(stats, k)
         v = _merge_classes(vpart, class_factors(vpart.count[0], balanced))
         n_v = float(v.weight[0, 0])
         dx = (v.mean_x[0, 0] - xbar_t) / scale
         dy = v.mean_y[0, 0] - ybar_t
-        out["At"][k], out["Bt"][k] = A, B
-        out["Av"][k] = v.sxx[0, 0] / np.outer(scale, scale) + n_v * np.outer(dx, dx)
-        out["Bv"][k] = v.sxy[0, 0] / scale[:, None] + n_v * np.outer(dx, dy)
-        out["cv"][k] = v.syy[0, 0] + n_v * dy * dy
-        out["xo"][k], out["yo"][k], out["sc"][k] = xbar_t, ybar_t, scale
-        out["nt"][k], out["nv"][k] = n_t, n_v
-    return Forms(out["At"], out["Bt"], out["Av"], out["Bv"], out["cv"], out["xo"], out["yo"], out["sc"], out["nt"], out["nv"])
+        Av = v.sxx[0, 0] / np.outer(scale, scale)
+        Av += n_v * np.outer(dx, dx)
+        Bv = v.sxy[0, 0] / scale[:, None] + n_v * np.outer(dx, dy)
+        cv = v.syy[0, 0] + n_v * dy * dy
+        return A, B, Av, Bv, cv, xbar_t, ybar_t, scale, n_t, n_v
+
+    cols = list(zip(*map_folds(one, stats.n_folds)))
+    At, Bt, Av, Bv, cv, xo, yo, sc = (np.stack(c) for c in cols[:8])
+    return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, np.array(cols[8]), np.array(cols[9]))
 
 
 def build_full_form(

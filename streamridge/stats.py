@@ -240,13 +240,18 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     f = np.where(n > 0, a.weight * b.weight / safe, 0.0)
     dx = b.mean_x - a.mean_x
     dy = b.mean_y - a.mean_y
+    fdx = f[..., None] * dx
+    sxx = np.add(a.sxx, b.sxx)
+    sxx += fdx[..., :, None] * dx[..., None, :]
+    sxy = np.add(a.sxy, b.sxy)
+    sxy += fdx[..., :, None] * dy[..., None, :]
     out = FoldStats(
         weight=n,
         count=a.count + b.count,
         mean_x=a.mean_x + dx * fb[..., None],
         mean_y=a.mean_y + dy * fb[..., None],
-        sxx=a.sxx + b.sxx + f[..., None, None] * dx[..., :, None] * dx[..., None, :],
-        sxy=a.sxy + b.sxy + f[..., None, None] * dx[..., :, None] * dy[..., None, :],
+        sxx=sxx,
+        sxy=sxy,
         syy=a.syy + b.syy + f[..., None] * dy * dy,
         meta=dict(a.meta),
     )

@@ -1,19 +1,21 @@
 """The data pass: row chunks -> per-chunk statistics -> merged :class:`FoldStats`.
 
-Every chunk becomes one task of a pure NumPy kernel (:func:`chunk_task`);
-tasks are reduced by a balanced pairwise tree inside batches of chunks, and the
-batches by a running merge on the driver, so peak memory depends on the chunk
-size, the batch size and N, never on the number of rows.
+Every chunk becomes one task of a pure NumPy kernel (:func:`chunk_task`) run on
+the chosen scheduler with a bounded window of chunks in flight; results are
+merged in chunk order by a pairwise (binary-counter) tree, so peak memory
+depends on the chunk size, the window and N, never on the number of rows, and
+the result for a given chunking does not depend on the scheduler or the
+worker count.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import dask
 import numpy as np
 
 from .errors import InputError, NonFiniteError
@@ -150,22 +152,20 @@ class PassReport:
         return self.rows / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _blocks(arr: Any, n_chunks: int) -> list[Any]:
+def _block(arr: Any, i: int) -> Any:
     if arr is None:
-        return [None] * n_chunks
-    d = arr.to_delayed().reshape(-1) if arr.ndim == 1 else arr.to_delayed()[:, 0]
-    return list(d)
+        return None
+    return arr.blocks[i] if arr.ndim == 1 else arr.blocks[i, 0]
 
 
-def _tree(parts: list[Any]) -> Any:
-    merge_d = dask.delayed(merge, pure=True)
-    level = parts
-    while len(level) > 1:
-        nxt = [merge_d(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0]
+def spec_dict(spec: PassSpec) -> dict[str, Any]:
+    """JSON description of a pass spec (checkpoint fingerprints)."""
+    return {
+        "scheme": spec.scheme.to_dict(),
+        "classes": None if spec.classes is None else [str(c) for c in spec.classes],
+        "n_targets": spec.n_targets,
+        "skip_nonfinite": spec.skip_nonfinite,
+    }
 
 
 def accumulate(
@@ -174,10 +174,12 @@ def accumulate(
     *,
     row_offset: int = 0,
     scheduler: Any = None,
-    batch_chunks: int | None = None,
     progress: bool | Callable[[int], None] = False,
     meta: dict[str, Any] | None = None,
     report: PassReport | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_every_s: float = 10.0,
+    window: int | None = None,
 ) -> FoldStats:
     """Run the pass over a :class:`~streamridge.sources.Source`.
 
@@ -189,65 +191,75 @@ def accumulate(
     row_offset : int
         Global index of the source's first row (continuing ``partial_fit`` calls
         or shards of a larger dataset).
-    scheduler : str, dask.distributed.Client or None
-        Passed to ``dask.compute``; None uses the threaded scheduler.
-    batch_chunks : int or None
-        Chunks per batch (each batch is tree-reduced, then merged on the driver).
+    scheduler : None, "threads", "sync", "processes", "local:N", address or Client
+        See :mod:`streamridge.scheduling`.
     progress : bool or callable
         Show a tqdm bar (rows/s, ETA) or call ``progress(rows_done)``.
+    meta : dict
+        Added to the statistics' metadata.
+    report : PassReport
+        Filled with rows, chunks and seconds.
+    checkpoint : path or None
+        Directory of a resumable checkpoint (see :mod:`streamridge.checkpoint`).
+    checkpoint_every_s : float
+        Minimum seconds between checkpoint saves.
+    window : int or None
+        Chunks in flight (default: workers + 2).
 
     Returns
     -------
     FoldStats
     """
+    from .checkpoint import Checkpointer, fingerprint
+    from .executors import TreeMerger, run_in_order
+    from .scheduling import describe, open_scheduler
+
     X = source.X
-    chunks = X.chunks[0]
-    n_chunks = len(chunks)
+    chunks = [int(c) for c in X.chunks[0]]
     starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    xb, yb = _blocks(X, n_chunks), _blocks(source.y, n_chunks)
-    gb, wb = _blocks(source.groups, n_chunks), _blocks(source.sample_weight, n_chunks)
-    task = dask.delayed(chunk_task, pure=True)
-    parts = [
-        task(xb[i], yb[i], gb[i], wb[i], int(starts[i]), spec)
-        for i in range(n_chunks)
+    base = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, X.shape[1], spec.n_targets, meta)
+    done = 0
+    ckpt = fp = None
+    if checkpoint is not None:
+        ckpt = Checkpointer(checkpoint, checkpoint_every_s)
+        fp = fingerprint(source, spec_dict(spec), row_offset)
+        resumed = ckpt.resume(fp)
+        if resumed is not None:
+            base, done = resumed
+            base.meta.pop("checkpoint", None)
+    calls = [
+        ((_block(X, i), _block(source.y, i), _block(source.groups, i), _block(source.sample_weight, i)), (int(starts[i]), spec))
+        for i in range(done, len(chunks))
     ]
-    if batch_chunks is None:
-        batch_chunks = max(8, 4 * _n_workers(scheduler))
-    total = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, X.shape[1], spec.n_targets, meta)
-    total.meta["rows_seen"] = row_offset
-    bar = _progress_bar(progress, int(X.shape[0]))
+    merger = TreeMerger(base)
+    bar = _progress_bar(progress, int(X.shape[0]), initial=int(sum(chunks[:done])))
     t0 = time.perf_counter()
     try:
-        for b in range(0, n_chunks, batch_chunks):
-            (part,) = dask.compute(_tree(parts[b : b + batch_chunks]), scheduler=scheduler)
-            total = merge(total, part)
-            bar(int(sum(chunks[b : b + batch_chunks])))
+        with open_scheduler(scheduler) as sched:
+            for j, part in enumerate(run_in_order(chunk_task, calls, sched, window=window)):
+                merger.push(part)
+                bar(chunks[done + j])
+                if ckpt is not None and fp is not None and done + j + 1 < len(chunks):
+                    if time.monotonic() - ckpt._last >= ckpt.every_s:
+                        ckpt.maybe_save(merger.total(), done + j + 1, fp, force=True)
     finally:
         bar(None)
+    total = merger.total()
+    if ckpt is not None and fp is not None:
+        ckpt.maybe_save(total, len(chunks), fp, force=True)
     if report is not None:
-        report.rows += int(X.shape[0])
-        report.chunks += n_chunks
+        report.rows += int(sum(chunks[done:]))
+        report.chunks += len(chunks) - done
         report.seconds += time.perf_counter() - t0
-    total.meta["rows_seen"] = max(int(total.meta.get("rows_seen", 0)), row_offset + int(X.shape[0]))
+        report.extra["scheduler"] = describe(scheduler)
+        report.extra["resumed_chunks"] = done
     total.meta.update(meta or {})
+    total.meta["rows_seen"] = row_offset + int(X.shape[0])
     return total
 
 
-def _n_workers(scheduler: Any) -> int:
-    if scheduler is None or scheduler in ("threads", "threading", "processes", "multiprocessing"):
-        import os
-
-        return os.cpu_count() or 1
-    if hasattr(scheduler, "nthreads"):
-        try:
-            return max(1, sum(scheduler.nthreads().values()))
-        except Exception:  # noqa: BLE001 - a client that cannot answer: assume one worker
-            return 1
-    return 1
-
-
-def _progress_bar(progress: bool | Callable[[int], None], total: int) -> Callable[[int | None], None]:
-    """A callable taking rows done (None closes the bar)."""
+def _progress_bar(progress: bool | Callable[[int], None], total: int, initial: int = 0) -> Callable[[int | None], None]:
+    """A callable taking rows done since the last call (None closes the bar)."""
     if callable(progress):
         fn = progress
         return lambda n: None if n is None else fn(n)
@@ -255,7 +267,7 @@ def _progress_bar(progress: bool | Callable[[int], None], total: int) -> Callabl
         return lambda n: None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, unit="rows", unit_scale=True, desc="data pass", smoothing=0.1)
+    bar = tqdm(total=total, initial=initial, unit="rows", unit_scale=True, desc="data pass", smoothing=0.1)
 
     def update(n: int | None) -> None:
         if n is None:

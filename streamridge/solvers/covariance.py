@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..forms import Forms
+from ..parallel import map_folds
 
 
 def ridge_solve(A: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
@@ -38,10 +39,10 @@ def fold_errors_covariance(forms: Forms, alphas: np.ndarray) -> np.ndarray:
     array of shape (R, K, T)
     """
     alphas = np.asarray(alphas, dtype=np.float64)
-    K, T = forms.n_folds, forms.Bt.shape[2]
-    out = np.empty((alphas.shape[0], K, T))
-    for k in range(K):
-        for r, a in enumerate(alphas):
-            W = ridge_solve(forms.At[k], forms.Bt[k], float(a))
-            out[r, k] = validation_sse(W, forms.Av[k], forms.Bv[k], forms.cv[k])
-    return out
+
+    def one(k: int) -> np.ndarray:
+        return np.stack(
+            [validation_sse(ridge_solve(forms.At[k], forms.Bt[k], float(a)), forms.Av[k], forms.Bv[k], forms.cv[k]) for a in alphas]
+        )
+
+    return np.stack(map_folds(one, forms.n_folds), axis=1)

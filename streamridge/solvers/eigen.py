@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..forms import Forms, FullForm
+from ..parallel import map_folds
 
 #: scoring batches hold at most this many doubles (N x R x T_batch)
 SCORE_BUDGET = 1 << 24
@@ -64,14 +65,13 @@ def fold_errors_eigen(forms: Forms, alphas: np.ndarray) -> np.ndarray:
     array of shape (R, K, T)
     """
     alphas = np.asarray(alphas, dtype=np.float64)
-    K = forms.n_folds
-    T = forms.Bt.shape[2]
-    out = np.empty((alphas.shape[0], K, T))
-    for k in range(K):
+
+    def one(k: int) -> np.ndarray:
         d, C = np.linalg.eigh(forms.At[k])
         np.maximum(d, 0.0, out=d)
-        out[:, k, :] = _errors_one_fold(d, C, forms.Bt[k], forms.Av[k], forms.Bv[k], forms.cv[k], alphas)
-    return out
+        return _errors_one_fold(d, C, forms.Bt[k], forms.Av[k], forms.Bv[k], forms.cv[k], alphas)
+
+    return np.stack(map_folds(one, forms.n_folds), axis=1)
 
 
 def solve_full(full: FullForm, alpha: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,458 @@
+"""Command line: ``streamridge fit | predict | info | demo``.
+
+Every error a user can cause prints one line ``streamridge: error: MESSAGE`` on
+stderr and exits with code 2 (``--debug`` shows the traceback instead); a
+failed ``fit`` or ``predict`` leaves no output file under the final name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .errors import ModelFileError, ParameterError, StreamRidgeError
+
+PROG = "streamridge"
+_USER_ERRORS = (StreamRidgeError, FileNotFoundError, KeyError, ValueError, OSError)
+
+
+# ---------------------------------------------------------------------- parser
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show the traceback of errors")
+
+
+def _add_fit(sub: Any) -> None:
+    p = sub.add_parser("fit", help="fit a ridge model with K-fold lambda search in one pass over the rows")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
+    src.add_argument(
+        "--stats", metavar="STATSFILE", help="fit from statistics saved by --save-stats (no pass)"
+    )
+    p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
+    p.add_argument("--y", default="y", metavar="NAME", help="name of y (default y)")
+    p.add_argument("--groups", metavar="NAME", help="name of the group id array (one id per row)")
+    p.add_argument("--weights", metavar="NAME", help="name of the sample weight array")
+    cv = p.add_mutually_exclusive_group()
+    cv.add_argument("--folds", type=int, default=5, metavar="K", help="K folds (default 5)")
+    cv.add_argument("--leave-group-out", action="store_true", help="one fold per group (needs --groups)")
+    cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
+    p.add_argument(
+        "--alphas", type=float, nargs="+", metavar="A", help="lambda grid (default: 50 log-spaced)"
+    )
+    p.add_argument("--alpha-per-target", action="store_true", help="one lambda per target")
+    p.add_argument("--standardize", action="store_true", help="scale features to unit variance per fold")
+    p.add_argument("--no-intercept", action="store_true", help="fit no intercept")
+    p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
+    p.add_argument("--balanced", action="store_true", help="class-balanced weights (with --classify)")
+    p.add_argument("--select", choices=("forward", "backward"), help="feature selection")
+    p.add_argument("--max-features", type=_positive_int, metavar="N")
+    p.add_argument("--min-features", type=_positive_int, metavar="N")
+    p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
+    p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
+    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk of the pass")
+    p.add_argument(
+        "--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address"
+    )
+    p.add_argument("--skip-nonfinite", action="store_true", help="drop rows with NaN/inf instead of failing")
+    p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
+    p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
+    p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _common(p)
+
+
+def _add_predict(sub: Any) -> None:
+    p = sub.add_parser("predict", help="stream rows through a model and write the predictions")
+    p.add_argument("--model", required=True, metavar="MODEL")
+    p.add_argument("--data", required=True, metavar="PATH")
+    p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
+    p.add_argument("--out", required=True, metavar="PATH", help="zarr store, or HDF5 if it ends in .h5/.hdf5")
+    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk")
+    p.add_argument("--scores", action="store_true", help="classifiers: also write decision scores")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _common(p)
+
+
+def _add_info(sub: Any) -> None:
+    p = sub.add_parser("info", help="show what a model file holds")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--json", action="store_true", help="print the header as JSON")
+    _common(p)
+
+
+def _add_demo(sub: Any) -> None:
+    p = sub.add_parser("demo", help="generate an echo state network / NARMA-10 data set and fit it")
+    p.add_argument("--out", default="streamridge-demo", metavar="DIR", help="output directory")
+    p.add_argument("--series", type=_positive_int, metavar="N", help="time series (default 20; --quick 5)")
+    p.add_argument("--rows-per-series", type=_positive_int, metavar="N", help="default 5000; --quick 1000")
+    p.add_argument("--folds", type=int, metavar="K", help="K folds instead of leave-one-series-out")
+    p.add_argument("--quick", action="store_true", help="a small data set (a few seconds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the training inputs")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    _common(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``streamridge`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Exact K-fold ridge regression from one streamed pass over the rows."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_fit, _add_predict, _add_info, _add_demo):
+        add(sub)
+    return parser
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_out(path: str, what: str) -> str:
+    """Fail before any work when the output cannot be written."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"cannot write {what} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise PermissionError(f"cannot write {what} {path}: directory {parent} is not writable")
+    return target
+
+
+def _emit(obj: dict[str, Any] | str, *, as_json: bool) -> None:
+    from .model_io import json_safe
+
+    print(json.dumps(json_safe(obj, str), allow_nan=False) if as_json else obj)
+
+
+def _estimator(args: argparse.Namespace) -> Any:
+    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+
+    if args.leave_group_out:
+        cv: Any = "groups"
+    elif args.blocks is not None:
+        cv = "blocks"
+    else:
+        cv = args.folds
+    params: dict[str, Any] = {
+        "alphas": args.alphas,
+        "cv": cv,
+        "n_blocks": args.blocks if args.blocks is not None else 5,
+        "fit_intercept": not args.no_intercept,
+        "standardize": args.standardize,
+        "alpha_per_target": args.alpha_per_target,
+        "random_state": args.seed,
+        "solver": args.solver,
+        "alpha_rule": "1se" if args.one_se else "min",
+        "selection": args.select,
+        "max_features": args.max_features,
+        "min_features": args.min_features,
+        "chunk_rows": args.chunk_rows,
+        "scheduler": args.scheduler,
+        "progress": not (args.quiet or args.json),
+        "skip_nonfinite": args.skip_nonfinite,
+    }
+    if args.classify:
+        return StreamRidgeClassifierCV(class_weight="balanced" if args.balanced else None, **params)
+    return StreamRidgeCV(**params)
+
+
+def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
+    """JSON-safe facts about a fit (printed by ``fit`` and ``demo``)."""
+    from .report import estimator_summary, scheme_text
+
+    scheme = estimator._spec.scheme.to_dict()
+    classes = estimator._spec.classes
+    selected = getattr(estimator, "selected_features_", None)
+    return {
+        "data": data,
+        "rows": int(estimator.stats_.n_rows),
+        "features": int(estimator.n_features_in_),
+        "targets": int(estimator._spec.n_targets),
+        "classes": None if classes is None else list(classes),
+        "folds": int(estimator.n_folds_),
+        "fold_scheme": scheme_text(scheme),
+        "alpha": estimator.alpha_,
+        "cv": estimator_summary(estimator),
+        "selected_features": None if selected is None else [int(i) for i in selected],
+        "timings": dict(estimator.timings_),
+        "model": model,
+    }
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_fit(args: argparse.Namespace) -> int:
+    """``streamridge fit``: one pass, lambda search, save the model, print a summary."""
+    from .model_io import save_model
+    from .stats import save_stats
+
+    if args.balanced and not args.classify:
+        raise ParameterError("--balanced needs --classify")
+    if args.leave_group_out and args.groups is None and args.data is not None:
+        raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
+    out = _check_out(args.out, "model")
+    if args.save_stats:
+        _check_out(args.save_stats, "statistics")
+    est = _estimator(args)
+    if args.stats is not None:
+        stats = _read_stats(args.stats)
+        scheme = stats.meta.get("scheme") or {}
+        cv = {"logo": "groups", "blocks": "blocks"}.get(str(scheme.get("kind")), stats.n_folds)
+        est.set_params(cv=cv, n_blocks=stats.n_folds)
+        est.fit_stats(stats)
+        description = f"statistics file {args.stats}"
+    else:
+        from .sources import open_source
+
+        source = open_source(
+            args.data,
+            x=args.x,
+            y=args.y,
+            groups=args.groups,
+            sample_weight=args.weights,
+            chunk_rows=args.chunk_rows,
+        )
+        est.fit(source)
+        description = source.description
+    save_model(est, out, include_stats=args.include_stats)
+    if args.save_stats:
+        save_stats(est.stats_, args.save_stats)
+    if not args.quiet or args.json:
+        summary = fit_summary(est, data=description, model=out)
+        _emit(summary if args.json else _format_fit(summary), as_json=args.json)
+    return 0
+
+
+def _read_stats(path: str) -> Any:
+    """Statistics from a file of :func:`save_stats`, or embedded in a model file (``--include-stats``)."""
+    from .model_io import load_model, read_model
+    from .stats import load_stats
+
+    try:
+        return load_stats(path)
+    except ModelFileError as exc:
+        try:
+            header, _ = read_model(path)
+        except ModelFileError:
+            raise exc from None
+        if not header.get("has_stats"):
+            raise ModelFileError(
+                f"{path!r} is a model file without statistics; write it with --include-stats "
+                "(or save them with --save-stats FILE) to re-fit from statistics"
+            ) from None
+    return load_model(path).stats_
+
+
+def _format_fit(summary: dict[str, Any]) -> str:
+    from .report import format_fit
+
+    return format_fit(summary)
+
+
+class _RowBatches:
+    """Array-like view of a dask array whose row slices are computed a batch of chunks at a time.
+
+    The writer (``write_zarr`` / ``write_hdf5``) asks for consecutive row slices
+    in the calling thread; each miss computes the next ``batch_chunks`` chunks in
+    parallel and keeps them until they are consumed.  Workers only compute, so a
+    failure never races with writes into the output.
+    """
+
+    def __init__(self, array: Any, *, batch_chunks: int, tick: Any = None) -> None:
+        self._array = array
+        self.shape = tuple(int(n) for n in array.shape)
+        self.dtype = np.dtype(array.dtype)
+        self.ndim = len(self.shape)
+        self._bounds = np.cumsum((0, *array.chunks[0]))
+        self._batch = max(1, batch_chunks)
+        self._tick = tick
+        self._start, self._block = 0, np.empty((0, *self.shape[1:]), dtype=self.dtype)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            return np.asarray(self._array[key])
+        start, stop, _ = key.indices(self.shape[0])
+        if not (self._start <= start and stop <= self._start + self._block.shape[0]):
+            first = int(np.searchsorted(self._bounds, start, side="right")) - 1
+            last = min(first + self._batch, len(self._bounds) - 1)
+            lo, hi = int(self._bounds[first]), max(int(self._bounds[last]), stop)
+            self._start, self._block = lo, np.asarray(self._array[lo:hi].compute())
+            if self._tick is not None:
+                self._tick(hi - lo)
+        return self._block[start - self._start : stop - self._start]
+
+
+def _progress(enabled: bool, total: int) -> Any:
+    """A tqdm bar (``update``/``close``) or None."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="rows", unit_scale=True, desc="predict")
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """``streamridge predict``: stream X through the model, write predictions atomically."""
+    from .model_io import load_model
+    from .sources import open_source, write_hdf5, write_zarr
+
+    model = load_model(args.model)
+    out = _check_out(args.out, "predictions")
+    source = open_source(args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False)
+    X = source.X
+    if int(X.shape[1]) != model.n_features_in_:
+        raise ParameterError(
+            f"X in {args.data} has {X.shape[1]} features but the model {args.model} was fitted on "
+            f"{model.n_features_in_}; use the same features (--x NAME)"
+        )
+    classifier = hasattr(model, "decision_function")
+    pred = model.predict(X)
+    scores = model.decision_function(X) if classifier and args.scores else None
+    n = int(X.shape[0])
+    bar = _progress(not (args.quiet or args.json), n * (1 if scores is None else 2))
+    tick = None if bar is None else bar.update
+    batch = 4 * (os.cpu_count() or 1)
+    values = [None if a is None else _RowBatches(a, batch_chunks=batch, tick=tick) for a in (pred, scores)]
+    write = write_hdf5 if out.lower().endswith((".h5", ".hdf5")) else write_zarr
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zarr: fixed-length strings have no v3 spec yet
+            rows = int(X.chunks[0][0])
+            write(out, values[0], values[1], chunk_rows=rows, names={"X": "predictions", "y": "scores"})
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    facts = {
+        "model": os.path.abspath(args.model),
+        "data": source.description,
+        "rows": n,
+        "shape": list(pred.shape),
+        "arrays": ["predictions"] + (["scores"] if scores is not None else []),
+        "out": out,
+        "seconds": seconds,
+        "rows_per_s": n / seconds if seconds > 0 else None,
+    }
+    if args.json:
+        _emit(facts, as_json=True)
+    elif not args.quiet:
+        arrays = " and ".join(facts["arrays"])
+        print(
+            f"wrote {arrays} of shape {tuple(pred.shape)} for {n:,} rows to {out} "
+            f"in {seconds:.3g} s ({n / max(seconds, 1e-9):,.0f} rows/s)"
+        )
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``streamridge info``: print the header of a model file."""
+    from .model_io import read_model
+    from .report import format_info
+
+    header, _ = read_model(args.model)
+    _emit(header if args.json else format_info(header, os.path.abspath(args.model)), as_json=args.json)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``streamridge demo``: write the ESN/NARMA-10 data, fit it, test on a held-out series."""
+    from .demo import DEMO_ALPHAS, make_esn_narma, nrmse, write_demo
+    from .estimators import StreamRidgeCV
+    from .model_io import save_model
+    from .sources import open_source
+
+    n_series = args.series or (5 if args.quick else 20)
+    length = args.rows_per_series or (1000 if args.quick else 5000)
+    talk = not (args.quiet or args.json)
+    os.makedirs(args.out, exist_ok=True)
+    store = os.path.abspath(os.path.join(args.out, "narma10.zarr"))
+    model_path = os.path.abspath(os.path.join(args.out, "model.npz"))
+    t0 = time.perf_counter()
+    write_demo(store, n_series=n_series, series_length=length, seed=args.seed)
+    gen_s = time.perf_counter() - t0
+    if talk:
+        print(f"wrote {n_series} series x {length} rows of 200 reservoir states to {store} ({gen_s:.2g} s)")
+    cv: Any = "groups" if args.folds is None else args.folds
+    est = StreamRidgeCV(alphas=DEMO_ALPHAS, cv=cv, progress=talk)
+    source = open_source(store, groups="groups")
+    est.fit(source)
+    save_model(est, model_path)
+    summary = fit_summary(est, data=source.description, model=model_path)
+    X_test, y_test, _ = make_esn_narma(n_series=1, series_length=length, seed=args.seed + 1000)
+    test = open_source(X_test, y=None, require_y=False)
+    summary["test_nrmse"] = nrmse(y_test, est.predict(test.X).compute())
+    summary["cv_nrmse"] = (
+        None if summary["cv"]["cv_r2"] is None else float(np.sqrt(1 - summary["cv"]["cv_r2"]))
+    )
+    summary["generate_s"] = gen_s
+    if args.json:
+        _emit(summary, as_json=True)
+    elif not args.quiet:
+        print(_format_fit(summary))
+        print(
+            f"test NRMSE  {summary['test_nrmse']:.4f} on a held-out series (another input seed); "
+            f"CV NRMSE {summary['cv_nrmse']:.4f}"
+        )
+    return 0
+
+
+_COMMANDS = {"fit": cmd_fit, "predict": cmd_predict, "info": cmd_info, "demo": cmd_demo}
+
+
+# ---------------------------------------------------------------------- entry point
+def _message(exc: BaseException) -> str:
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = " ".join(str(text).split()) or type(exc).__name__
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 success, 2 user error, 130 interrupted).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # usage errors (2), --help and --version (0)
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    try:
+        return _COMMANDS[args.command](args)
+    except BrokenPipeError:  # e.g. `streamridge info MODEL | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except _USER_ERRORS as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"{PROG}: error: {_message(exc)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

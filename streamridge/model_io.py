@@ -1,0 +1,361 @@
+"""Model files: one self-describing ``.npz`` per fitted estimator, no pickle.
+
+Layout of a model file (``np.savez``, read back with ``allow_pickle=False``):
+
+.. code-block:: text
+
+    header_json        uint8 bytes of a UTF-8 JSON object (see below)
+    coef               (n_features,) or (n_targets, n_features)
+    intercept          () or (n_targets,)
+    alpha              () or (n_targets,)
+    alphas             (n_alphas,)
+    cv_errors          (n_alphas,) or (n_alphas, n_targets)
+    fold_errors        (n_alphas, n_folds, n_targets)
+    support            (n_features,) bool
+    fold_weight        (n_folds, n_classes) weight of every (fold, class) cell
+    classes            (n_classes,) classifier labels (int, float, bool or str)
+    selected_features  (n_selected,) when a feature selection ran
+    stats_<name>       the FoldStats arrays, with ``include_stats=True``
+
+The header holds ``format`` ("streamridge-model"), ``format_version``, the
+streamridge version, the estimator class and its JSON-safe parameters, feature
+and target names, ``n_features_in_``, the fold scheme, timings, the selection
+path, the ``y_1d`` flag and the classes.  A reader of a newer format version
+refuses the file instead of guessing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .errors import ModelFileError
+from .folds import FoldScheme
+from .report import estimator_summary
+from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
+from .stream import PassSpec
+
+MODEL_FORMAT = "streamridge-model"
+MODEL_VERSION = 1
+_STATS_ARRAYS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+_CORE_ARRAYS = ("coef", "intercept", "alpha", "alphas", "cv_errors", "fold_errors", "support")
+
+
+# ---------------------------------------------------------------------- JSON helpers
+class _Unsafe:
+    def __repr__(self) -> str:
+        return "<not JSON-serialisable>"
+
+
+UNSAFE: Any = _Unsafe()
+
+
+def json_safe(value: Any, default: Callable[[Any], Any] | None = None) -> Any:
+    """Convert ``value`` to plain JSON types.
+
+    NumPy scalars and arrays become numbers and lists, tuples become lists,
+    dataclasses become dicts, non-finite floats become None.  Anything else
+    becomes ``default(value)``, or makes the whole result :data:`UNSAFE` when
+    ``default`` is None.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist(), default)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        out = {str(k): json_safe(v, default) for k, v in value.items()}
+        return UNSAFE if any(v is UNSAFE for v in out.values()) else out
+    if isinstance(value, (list, tuple)):
+        items = [json_safe(v, default) for v in value]
+        return UNSAFE if any(v is UNSAFE for v in items) else items
+    return UNSAFE if default is None else default(value)
+
+
+def _params(estimator: Any) -> tuple[dict[str, Any], list[str]]:
+    """JSON-safe ``get_params()`` and the names of the parameters that had to be dropped."""
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for name, value in estimator.get_params(deep=False).items():
+        safe = json_safe(value)
+        if safe is UNSAFE:
+            dropped.append(name)
+        else:
+            kept[name] = safe
+    return kept, dropped
+
+
+# ---------------------------------------------------------------------- save
+def save_model(estimator: Any, path: str | os.PathLike[str], *, include_stats: bool = False) -> None:
+    """Write a fitted estimator to one ``.npz`` model file, atomically.
+
+    Parameters
+    ----------
+    estimator : StreamRidgeCV or StreamRidgeClassifierCV
+        Fitted.
+    path : str or path-like
+        The file to write (replaced if it exists; any suffix is kept as given).
+    include_stats : bool
+        Also store the :class:`~streamridge.stats.FoldStats`, so that the loaded
+        model can be re-selected with ``fit_stats(model.stats_)``.
+
+    Raises
+    ------
+    ModelFileError
+        If the estimator is not fitted, or ``include_stats`` without statistics.
+    """
+    if not hasattr(estimator, "coef_") or not hasattr(estimator, "_spec"):
+        raise ModelFileError(f"{type(estimator).__name__} is not fitted; call fit before save_model")
+    stats: FoldStats | None = getattr(estimator, "stats_", None)
+    if include_stats and stats is None:
+        raise ModelFileError(
+            "include_stats=True but the estimator has no stats_ (it was loaded without them)"
+        )
+    arrays = _model_arrays(estimator, stats)
+    header = _header(estimator, stats, include_stats=include_stats)
+    if include_stats and stats is not None:
+        for name in _STATS_ARRAYS:
+            arrays[f"stats_{name}"] = np.asarray(getattr(stats, name))
+    arrays["header_json"] = np.frombuffer(json.dumps(header, allow_nan=False).encode(), dtype=np.uint8)
+    atomic_write_npz(path, arrays)
+
+
+def _model_arrays(estimator: Any, stats: FoldStats | None) -> dict[str, np.ndarray]:
+    arrays = {
+        "coef": np.asarray(estimator.coef_, dtype=np.float64),
+        "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
+        "alpha": np.asarray(estimator.alpha_, dtype=np.float64),
+        "alphas": np.asarray(estimator.alphas_, dtype=np.float64),
+        "cv_errors": np.asarray(estimator.cv_errors_, dtype=np.float64),
+        "fold_errors": np.asarray(estimator.fold_errors_, dtype=np.float64),
+        "support": np.asarray(estimator.support_, dtype=bool),
+    }
+    fold_weight = stats.weight if stats is not None else getattr(estimator, "_fold_weight", None)
+    if fold_weight is not None:
+        arrays["fold_weight"] = np.asarray(fold_weight, dtype=np.float64)
+    if estimator._spec.classes is not None:
+        labels = np.asarray(estimator.classes_)
+        if labels.dtype.kind not in "biufU":
+            labels = labels.astype(str)
+        arrays["classes"] = labels
+    if hasattr(estimator, "selected_features_"):
+        arrays["selected_features"] = np.asarray(estimator.selected_features_, dtype=np.int64)
+    return arrays
+
+
+def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> dict[str, Any]:
+    params, dropped = _params(estimator)
+    spec: PassSpec = estimator._spec
+    labels = None if spec.classes is None else np.asarray(estimator.classes_)
+    meta = {} if stats is None else stats.meta
+    names = getattr(estimator, "feature_names_in_", None)
+    target_names = meta.get("target_names", getattr(estimator, "target_names_", None))
+    path = getattr(estimator, "selection_path_", None)
+    header: dict[str, Any] = {
+        "format": MODEL_FORMAT,
+        "format_version": MODEL_VERSION,
+        "streamridge_version": __version__,
+        "estimator": type(estimator).__name__,
+        "params": params,
+        "params_dropped": dropped,
+        "task": "classification" if spec.classes is not None else "regression",
+        "n_features_in": int(estimator.n_features_in_),
+        "n_targets": int(spec.n_targets),
+        "feature_names": None if names is None else [str(n) for n in names],
+        "target_names": None if target_names is None else [str(n) for n in target_names],
+        "y_1d": bool(estimator._y_1d),
+        "classes": None if labels is None else json_safe(labels.tolist(), str),
+        "classes_dtype": None if labels is None else labels.dtype.str,
+        "pass_classes": None if spec.classes is None else json_safe(list(spec.classes), str),
+        "scheme": spec.scheme.to_dict(),
+        "n_folds": int(estimator.n_folds_),
+        "n_rows": None if stats is None else stats.n_rows,
+        "timings": json_safe(dict(getattr(estimator, "timings_", {}) or {})),
+        "selection_path": None,
+        "has_stats": bool(include_stats),
+        "stats_meta": json_safe(meta) if include_stats else None,
+    }
+    previous = getattr(estimator, "_model_header", {})
+    if header["n_rows"] is None:
+        header["n_rows"] = previous.get("n_rows")
+    header["cv_summary"] = (
+        previous.get("cv_summary") if stats is None and previous else estimator_summary(estimator)
+    )
+    selected = getattr(estimator, "selected_features_", None)
+    header["selected_features"] = None if selected is None else [int(i) for i in selected]
+    if path is not None:
+        safe = json_safe(path)
+        header["selection_path"] = safe if safe is not UNSAFE else json_safe(path, str)
+    if header["stats_meta"] is UNSAFE:
+        header["stats_meta"] = json_safe(meta, str)
+    return header
+
+
+# ---------------------------------------------------------------------- load
+def read_model(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read and check the header and the arrays of a model file (no estimator is built).
+
+    Returns
+    -------
+    header : dict
+    arrays : dict of str to ndarray
+
+    Raises
+    ------
+    ModelFileError
+        Missing file, not a streamridge model, corrupted, or a newer format version.
+    """
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise ModelFileError(f"model file {name!r} does not exist")
+    if os.path.isdir(name):
+        raise ModelFileError(f"{name!r} is a directory, not a streamridge model file")
+    try:
+        with np.load(name, allow_pickle=False) as z:
+            if "header_json" not in z.files:
+                kind = "statistics file" if "meta_json" in z.files else "file"
+                raise ModelFileError(f"{name!r} is a .npz {kind} but not a streamridge model (no header)")
+            header = json.loads(bytes(z["header_json"]).decode())
+            _check_header(header, name)
+            arrays = {k: np.array(z[k]) for k in z.files if k != "header_json"}
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, KeyError, EOFError, UnicodeDecodeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelFileError(f"{name!r} is not a readable streamridge model file ({reason})") from exc
+    missing = [k for k in _CORE_ARRAYS if k not in arrays]
+    if missing:
+        raise ModelFileError(f"model file {name!r} is corrupted: missing arrays {missing}")
+    return header, arrays
+
+
+def _check_header(header: Any, name: str) -> None:
+    if not isinstance(header, dict):
+        raise ModelFileError(f"{name!r} is not a streamridge model file (bad header)")
+    fmt = header.get("format")
+    if fmt == STATS_FORMAT:
+        raise ModelFileError(
+            f"{name!r} is a statistics file, not a model; fit one with `streamridge fit --stats`"
+        )
+    if fmt != MODEL_FORMAT:
+        raise ModelFileError(f"{name!r} is not a streamridge model file (format {fmt!r})")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise ModelFileError(f"{name!r} has an invalid model format version {version!r}")
+    if version > MODEL_VERSION:
+        raise ModelFileError(
+            f"{name!r} has model format {version}, newer than this streamridge "
+            f"({__version__}, format {MODEL_VERSION}); upgrade streamridge to read it"
+        )
+
+
+def load_model(path: str | os.PathLike[str]) -> Any:
+    """Rebuild a fitted estimator from a file written by :func:`save_model`.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    StreamRidgeCV or StreamRidgeClassifierCV
+        ``predict``, ``decision_function`` and ``score`` give the same outputs
+        as the estimator that was saved.  ``stats_`` is present only if the file
+        was written with ``include_stats=True``.
+
+    Raises
+    ------
+    ModelFileError
+        Missing file, not a streamridge model, corrupted, or a newer format version.
+    """
+    header, arrays = read_model(path)
+    name = os.fspath(path)
+    try:
+        est = _build(header, arrays)
+    except ModelFileError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"model file {name!r} is corrupted ({type(exc).__name__}: {exc})") from exc
+    return est
+
+
+def _estimator_class(name: str) -> type:
+    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+
+    classes = {"StreamRidgeCV": StreamRidgeCV, "StreamRidgeClassifierCV": StreamRidgeClassifierCV}
+    if name not in classes:
+        raise ModelFileError(
+            f"unknown estimator class {name!r} in model file; expected one of {sorted(classes)}"
+        )
+    return classes[name]
+
+
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    cls = _estimator_class(str(header["estimator"]))
+    allowed = set(cls().get_params(deep=False))
+    params = {k: v for k, v in header["params"].items() if k in allowed}
+    est = cls(**params)
+    classifier = header["classes"] is not None
+    y_1d = bool(header["y_1d"])
+    n_features = int(header["n_features_in"])
+    coef = arrays["coef"]
+    if coef.shape[-1] != n_features or arrays["support"].shape != (n_features,):
+        raise ModelFileError(
+            f"model file is inconsistent: coef has shape {coef.shape} for {n_features} features"
+        )
+    pass_classes = None
+    if classifier:
+        est._labels = _labels(header["classes"], header.get("classes_dtype"))
+        pass_classes = tuple(header.get("pass_classes") or est._labels.tolist())
+    est._spec = PassSpec(FoldScheme.from_dict(header["scheme"]), pass_classes, int(header["n_targets"]))
+    est._y_1d = y_1d
+    est.n_features_in_ = n_features
+    if header.get("feature_names"):
+        est.feature_names_in_ = np.asarray(header["feature_names"], dtype=object)
+    one = y_1d and not classifier
+    est.coef_ = coef
+    intercept = arrays["intercept"]
+    est.intercept_ = (
+        float(intercept.reshape(-1)[0]) if one and intercept.ndim <= 1 and intercept.size == 1 else intercept
+    )
+    alpha = arrays["alpha"]
+    est.alpha_ = float(alpha) if alpha.ndim == 0 else alpha
+    est.alphas_ = arrays["alphas"]
+    est.cv_errors_ = arrays["cv_errors"]
+    est.fold_errors_ = arrays["fold_errors"]
+    est.support_ = arrays["support"].astype(bool)
+    est.n_folds_ = int(header["n_folds"])
+    est.timings_ = {k: (float("nan") if v is None else v) for k, v in (header.get("timings") or {}).items()}
+    if header.get("selection_path") is not None:
+        est.selection_path_ = header["selection_path"]
+    if "selected_features" in arrays:
+        est.selected_features_ = arrays["selected_features"]
+    if header.get("has_stats"):
+        parts = {a: arrays[f"stats_{a}"] for a in _STATS_ARRAYS}
+        est.stats_ = FoldStats(**parts, meta=dict(header.get("stats_meta") or {}))
+    if "fold_weight" in arrays:
+        est._fold_weight = arrays["fold_weight"]
+    est._model_header = header
+    return est
+
+
+def _labels(values: list[Any], dtype: str | None) -> np.ndarray:
+    """Class labels as the array ``classes_`` returns (the original dtype where it is plain)."""
+    if dtype is not None and np.dtype(dtype).kind in "biufU":
+        return np.asarray(values, dtype=dtype)
+    return np.asarray(values)

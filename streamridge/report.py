@@ -1,0 +1,247 @@
+"""Plain-data summaries of a fitted model and their human-readable text.
+
+:func:`cv_summary` turns the fitted attributes into a JSON-safe dict (stored in
+the model header and printed by the command line); :func:`format_fit` and
+:func:`format_info` render such dicts as short text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .stats import FoldStats, combine
+
+MAX_FOLD_LINES = 30
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def alpha_indices(alphas: np.ndarray, alpha: Any) -> np.ndarray:
+    """Index in ``alphas`` of the chosen lambda (one per target when ``alpha`` is an array)."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    grid = np.log(np.asarray(alphas, dtype=np.float64))
+    return np.array([int(np.argmin(np.abs(grid - np.log(v)))) for v in a], dtype=np.int64)
+
+
+def _edge(alphas: np.ndarray, idx: int) -> str | None:
+    if alphas.shape[0] < 2:
+        return None
+    if idx == int(np.argmin(alphas)):
+        return "low"
+    if idx == int(np.argmax(alphas)):
+        return "high"
+    return None
+
+
+def cv_summary(
+    alphas: np.ndarray,
+    alpha: Any,
+    fold_errors: np.ndarray,
+    fold_weight: np.ndarray | None,
+    *,
+    y_sumsq: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Cross-validation facts at the chosen lambda.
+
+    Parameters
+    ----------
+    alphas : array of shape (n_alphas,)
+    alpha : float or array of shape (n_targets,)
+    fold_errors : array of shape (n_alphas, n_folds, n_targets)
+        Validation squared error per lambda, fold and target.
+    fold_weight : array of shape (n_folds,) or (n_folds, n_classes), or None
+        Validation weight (row count when unweighted) of every fold.
+    y_sumsq : array of shape (n_targets,) or None
+        Centered sum of squares of y over all rows, for the CV R^2 (regression).
+
+    Returns
+    -------
+    dict
+        ``alpha``, ``alpha_index``, ``alpha_at_edge`` (None, "low" or "high";
+        lists with one lambda per target), ``n_alphas``, ``alpha_min``,
+        ``alpha_max``, ``fold_sse``, ``fold_rows``, ``fold_rmse``, ``cv_sse``,
+        ``cv_mse``, ``cv_rmse`` and ``cv_r2`` (None when unknown).
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    E = np.asarray(fold_errors, dtype=np.float64)
+    R, K, T = E.shape
+    idx = alpha_indices(alphas, alpha)
+    cols = np.broadcast_to(idx, (T,))
+    at = E[cols, :, np.arange(T)]  # (T, K)
+    fold_sse = at.sum(axis=0)
+    per_target = np.ndim(alpha) > 0
+    out: dict[str, Any] = {
+        "alpha": np.asarray(alpha, dtype=np.float64).tolist(),
+        "alpha_index": idx.tolist() if per_target else int(idx[0]),
+        "alpha_at_edge": [_edge(alphas, int(i)) for i in idx] if per_target else _edge(alphas, int(idx[0])),
+        "n_alphas": int(R),
+        "alpha_min": float(alphas.min()),
+        "alpha_max": float(alphas.max()),
+        "n_folds": int(K),
+        "n_targets": int(T),
+        "fold_sse": fold_sse.tolist(),
+        "cv_sse": float(fold_sse.sum()),
+        "fold_rows": None,
+        "fold_rmse": None,
+        "cv_mse": None,
+        "cv_rmse": None,
+        "cv_r2": None,
+    }
+    if fold_weight is not None:
+        w = np.asarray(fold_weight, dtype=np.float64).reshape(K, -1).sum(axis=1)
+        safe = np.where(w > 0, w, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["fold_rows"] = w.tolist()
+            out["fold_rmse"] = [_finite(v) for v in np.sqrt(fold_sse / (safe * T))]
+            mse = fold_sse.sum() / (w.sum() * T) if w.sum() > 0 else np.nan
+        out["cv_mse"] = _finite(mse)
+        out["cv_rmse"] = _finite(np.sqrt(mse))
+    if y_sumsq is not None:
+        ss = float(np.sum(y_sumsq))
+        out["cv_r2"] = _finite(1.0 - fold_sse.sum() / ss) if ss > 0 else None
+    return out
+
+
+def estimator_summary(estimator: Any) -> dict[str, Any]:
+    """:func:`cv_summary` of a fitted estimator (uses ``stats_`` when present)."""
+    stats: FoldStats | None = getattr(estimator, "stats_", None)
+    fold_weight = stats.weight if stats is not None else getattr(estimator, "_fold_weight", None)
+    y_sumsq = None
+    if stats is not None and stats.meta.get("task", "regression") == "regression":
+        y_sumsq = combine(stats, np.ones(stats.weight.shape, dtype=bool)).syy[0, 0]
+    return cv_summary(
+        estimator.alphas_, estimator.alpha_, estimator.fold_errors_, fold_weight, y_sumsq=y_sumsq
+    )
+
+
+# ---------------------------------------------------------------------- text
+def _g(x: Any, digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:.{digits}g}"
+
+
+def _rate(x: Any) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:,.0f}"
+
+
+def _lambda_lines(cv: dict[str, Any]) -> list[str]:
+    grid = f"grid of {cv['n_alphas']} from {_g(cv['alpha_min'], 3)} to {_g(cv['alpha_max'], 3)}"
+    if isinstance(cv["alpha"], list):
+        a = np.asarray(cv["alpha"])
+        lines = [f"lambda      one per target: {_g(a.min())} .. {_g(a.max())} ({grid})"]
+        edges = [e for e in cv["alpha_at_edge"] if e]
+        if edges:
+            lines.append(
+                f"            warning: {len(edges)} target(s) chose a lambda at the grid edge; widen --alphas"
+            )
+        return lines
+    lines = [f"lambda      {_g(cv['alpha'])} (index {cv['alpha_index']} of {cv['n_alphas']}; {grid})"]
+    if cv["alpha_at_edge"] == "low":
+        lines.append(
+            "            warning: lambda is the smallest in the grid; extend --alphas to smaller values"
+        )
+    elif cv["alpha_at_edge"] == "high":
+        lines.append(
+            "            warning: lambda is the largest in the grid; extend --alphas to larger values"
+        )
+    return lines
+
+
+def _fold_lines(cv: dict[str, Any]) -> list[str]:
+    K = cv["n_folds"]
+    rows = cv["fold_rows"] or [None] * K
+    rmse = cv["fold_rmse"] or [None] * K
+    lines = ["CV error    fold       rows          SSE       RMSE"]
+    show = range(K) if K <= MAX_FOLD_LINES else [*range(10), -1, *range(K - 3, K)]
+    for k in show:
+        if k == -1:
+            lines.append(f"            ... ({K - 13} more folds)")
+            continue
+        n = "n/a" if rows[k] is None else f"{rows[k]:,.0f}"
+        lines.append(f"            {k:>4} {n:>10} {_g(cv['fold_sse'][k]):>12} {_g(rmse[k]):>10}")
+    r2 = "" if cv.get("cv_r2") is None else f"  R^2 {cv['cv_r2']:.4f}"
+    lines.append(f"total CV    SSE {_g(cv['cv_sse'])}  MSE {_g(cv['cv_mse'])}  RMSE {_g(cv['cv_rmse'])}{r2}")
+    return lines
+
+
+def format_fit(summary: dict[str, Any]) -> str:
+    """Text of the ``streamridge fit`` summary (see the CLI for the keys)."""
+    cv = summary["cv"]
+    t = summary.get("timings") or {}
+    lines = [
+        f"data        {summary['data']}",
+        f"rows        {_rate(summary['rows'])}   features {summary['features']}   targets {summary['targets']}",
+    ]
+    if summary.get("classes") is not None:
+        lines.append(f"classes     {summary['classes']}")
+    lines.append(f"folds       {summary['folds']} ({summary['fold_scheme']})")
+    lines += _lambda_lines(cv)
+    if summary.get("selected_features") is not None:
+        sel = summary["selected_features"]
+        lines.append(f"selected    {len(sel)} feature(s): {_short(sel)}")
+    lines += _fold_lines(cv)
+    if t.get("rows"):
+        lines.append(
+            f"time        pass {_g(t.get('pass_s'), 3)} s ({_rate(t.get('rows_per_s'))} rows/s), "
+            f"solve {_g(t.get('solve_s'), 3)} s"
+        )
+    else:
+        lines.append(f"time        solve {_g(t.get('solve_s'), 3)} s (no pass: fit from statistics)")
+    lines.append(f"model       {summary['model']}")
+    return "\n".join(lines)
+
+
+def _short(values: list[Any], n: int = 10) -> str:
+    text = ", ".join(str(v) for v in values[:n])
+    return text + (f", ... ({len(values) - n} more)" if len(values) > n else "")
+
+
+def scheme_text(scheme: dict[str, Any]) -> str:
+    """Words for a fold scheme dict (``FoldScheme.to_dict()``)."""
+    kind = scheme.get("kind")
+    return {
+        "hash": "rows hashed to folds",
+        "group": "groups hashed to folds",
+        "logo": "leave one group out",
+        "blocks": "contiguous blocks",
+    }.get(str(kind), str(kind))
+
+
+def format_info(header: dict[str, Any], path: str) -> str:
+    """Text of ``streamridge info`` from a model header."""
+    params = header.get("params", {})
+    names = header.get("feature_names")
+    lines = [
+        f"model       {path}",
+        f"format      {header['format']} v{header['format_version']} (streamridge {header.get('streamridge_version')})",
+        f"estimator   {header['estimator']} ({header.get('task')})",
+        "options     " + ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())),
+        f"features    {header['n_features_in']}" + (f": {_short(names)}" if names else ""),
+        f"targets     {header['n_targets']}"
+        + (f": {_short(header['target_names'])}" if header.get("target_names") else ""),
+    ]
+    if header.get("classes") is not None:
+        lines.append(f"classes     {header['classes']}")
+    rows = header.get("n_rows")
+    lines.append(
+        f"folds       {header['n_folds']} ({scheme_text(header.get('scheme', {}))})"
+        + (f"   rows {rows:,}" if rows is not None else "")
+    )
+    cv = header.get("cv_summary")
+    if cv:
+        lines += _lambda_lines(cv)
+        lines += _fold_lines(cv)
+    path_ = header.get("selection_path")
+    if path_:
+        lines.append(
+            f"selection   path of {len(path_)} step(s)" if isinstance(path_, list) else f"selection   {path_}"
+        )
+        for step in path_[:MAX_FOLD_LINES] if isinstance(path_, list) else []:
+            lines.append(f"            {step}")
+    if header.get("selected_features") is not None:
+        lines.append(f"selected    {_short(header['selected_features'])}")
+    lines.append(f"statistics  {'embedded (re-selectable)' if header.get('has_stats') else 'not embedded'}")
+    return "\n".join(lines)

@@ -1,0 +1,283 @@
+"""Data sources: turn a path, URL or array into dask arrays of row chunks.
+
+:func:`open_source` accepts a zarr store (format 2 or 3, local or an fsspec URL),
+an HDF5 file, a ``.npy`` file or a directory of them, NumPy and dask arrays, or
+an existing :class:`Source`.  Every array comes back as a dask array with the
+same row chunks and a single chunk along the other axes; the task graph can be
+pickled, so the threads, processes and distributed schedulers all run it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import dask.array as da
+import h5py
+import numpy as np
+
+from ..errors import InputError, SourceError
+from ._common import (
+    ROLES,
+    Container,
+    as_arraylike,
+    check_arrays,
+    choose_row_chunks,
+    find_arrays,
+    is_url,
+    local_path,
+    regular_step,
+    remote_options,
+    string_list,
+    to_dask,
+)
+from ._hdf5 import HDF5_SUFFIXES, open_hdf5, write_hdf5
+from ._npy import has_npy, open_npy
+from ._zarr import open_zarr, write_zarr
+
+__all__ = ["Source", "open_source", "write_hdf5", "write_zarr"]
+
+_ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+
+
+@dataclass
+class Source:
+    """Arrays of one data set, as dask arrays sharing their row chunks.
+
+    Attributes
+    ----------
+    X : dask array of shape (n_rows, n_features)
+        Original dtype; one chunk along the features.
+    y : dask array of shape (n_rows,) or (n_rows, n_targets), or None
+    groups : dask array of shape (n_rows,), or None
+    sample_weight : dask array of shape (n_rows,), or None
+    feature_names : list of str or None
+        From the ``feature_names`` attribute of X (or of its group or file).
+    target_names : list of str or None
+        From the ``target_names`` attribute of y (or of its group or file).
+    description : str
+        E.g. ``"zarr store /data/big.zarr (X: 2000000 x 200 float32)"``.
+    """
+
+    X: da.Array
+    y: da.Array | None = None
+    groups: da.Array | None = None
+    sample_weight: da.Array | None = None
+    feature_names: list[str] | None = None
+    target_names: list[str] | None = None
+    description: str = "arrays"
+
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return int(self.X.shape[0])
+
+    def n_features(self) -> int:
+        """Number of features (columns of X)."""
+        return int(self.X.shape[1])
+
+    def row_chunks(self) -> tuple[int, ...]:
+        """Row counts of the chunks."""
+        return tuple(int(c) for c in self.X.chunks[0])
+
+    def rechunk(self, row_chunks: tuple[int, ...]) -> Source:
+        """Return a copy whose arrays all have the given row chunks."""
+
+        def re(a: da.Array | None) -> da.Array | None:
+            return None if a is None else to_dask(a, row_chunks, token=())
+
+        X = to_dask(self.X, row_chunks, token=())
+        return replace(self, X=X, y=re(self.y), groups=re(self.groups), sample_weight=re(self.sample_weight))
+
+
+def open_source(
+    data: Any,
+    *,
+    x: str = "X",
+    y: Any = "y",
+    groups: Any = None,
+    sample_weight: Any = None,
+    chunk_rows: int | None = None,
+    memory_budget: int = 256 * 2**20,
+    storage_options: dict[str, Any] | None = None,
+    require_y: bool = True,
+) -> Source:
+    """Open a data set for one streamed pass over its rows.
+
+    Parameters
+    ----------
+    data : str, path-like, array of shape (n_rows, n_features), dask array or Source
+        A local path or fsspec URL (``file://``, ``http(s)://``, ``s3://``,
+        ``gs://``) of a zarr store (a group of named arrays, or a bare array
+        that is X), an HDF5 file (``.h5``, ``.hdf5``, ``.hdf``), a ``.npy`` file
+        (X itself), a directory of ``.npy`` files, or X as an array.  An
+        existing Source is re-chunked (the other arguments but ``chunk_rows``
+        and ``memory_budget`` are ignored; its current chunks stand in for the
+        storage chunks).
+    x : str
+        Name of X in a zarr group, HDF5 file (``"/features/X"`` or ``"X"``) or
+        directory of ``.npy`` files; ignored for a bare array or a ``.npy`` file.
+    y, groups, sample_weight : str, array or None
+        A name resolved like ``x`` (for a ``.npy`` file: ``"<name>.npy"`` in its
+        directory, or a path ending in ``.npy``), an array, or None (absent).
+    chunk_rows : int, optional
+        Rows per chunk.  None chooses from ``memory_budget``.
+    memory_budget : int
+        Bytes of memory for the pass; one chunk of X as float64 takes about an
+        eighth, rounded to whole storage chunks so that none is decoded twice.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.  http(s) gets a 10 s connect timeout unless
+        ``client_kwargs["timeout"]`` is given.
+    require_y : bool
+        Whether a ``y`` name that is not found is an error (else y is None).
+
+    Returns
+    -------
+    Source
+
+    Raises
+    ------
+    SourceError
+        A file, array name or URL cannot be found or reached.
+    InputError
+        Shapes or dtypes cannot be used (X not 2-D, no rows, row counts that
+        differ, a non-numeric X, y or sample_weight).
+    """
+    if isinstance(data, Source):
+        return _reopen(data, chunk_rows=chunk_rows, memory_budget=memory_budget)
+    names = {"X": x, "y": y, "groups": groups, "sample_weight": sample_weight}
+    if isinstance(data, (str, os.PathLike)):
+        container, location = _open_location(data, storage_options)
+        if container.fixed_x is None:
+            arrays = find_arrays(container, names, require_y=require_y)
+        else:
+            arrays = find_arrays(container, {**names, "X": None}, require_y=require_y)
+            arrays["X"] = container.fixed_x
+        token: tuple[Any, ...] = (container.where, _mtime(location))
+    else:
+        container = _InMemory()
+        arrays = {"X": as_arraylike(data, "X")}
+        for role in ROLES[1:]:
+            arrays[role] = _in_memory(role, names[role], require_y=require_y)
+        token = ()
+    for role in ROLES[1:]:
+        if arrays[role] is not None and not isinstance(names[role], str):
+            arrays[role] = as_arraylike(arrays[role], role)
+    in_memory = isinstance(container, _InMemory)
+    named = set() if in_memory else {role for role in ROLES if isinstance(names[role], str)}
+    return _assemble(container, arrays, token, named, chunk_rows=chunk_rows, memory_budget=memory_budget)
+
+
+class _InMemory(Container):
+    where = "arrays"
+
+    def native_rows(self, array: Any) -> int:
+        return regular_step(array.chunks[0]) if isinstance(array, da.Array) else 1
+
+
+def _in_memory(role: str, value: Any, *, require_y: bool) -> Any:
+    if not isinstance(value, str):
+        return value
+    if role == "y" and not require_y:
+        return None
+    raise SourceError(
+        f"{role}={value!r} names an array, but X was given as an array; pass {role} as an array too"
+    )
+
+
+def _open_location(
+    data: str | os.PathLike[str], storage_options: dict[str, Any] | None
+) -> tuple[Container, str]:
+    text = os.fspath(data)
+    if is_url(text):
+        options = remote_options(text, storage_options)
+        suffix = text.rstrip("/").lower()
+        if suffix.endswith(HDF5_SUFFIXES):
+            return open_hdf5(text, storage_options=options), text
+        if suffix.endswith(".npy"):
+            raise SourceError(
+                f"cannot read .npy over a URL ({text}); copy it locally or convert it with write_zarr"
+            )
+        return open_zarr(text, storage_options=options), text
+    path = local_path(text)
+    if not os.path.exists(path):
+        raise SourceError(f"no such file or directory: {path}")
+    if os.path.isdir(path):
+        if path.rstrip("/").endswith(".zarr") or any(
+            os.path.exists(os.path.join(path, m)) for m in _ZARR_MARKERS
+        ):
+            return open_zarr(path, storage_options=None), path
+        if has_npy(path):
+            return open_npy(path), path
+        raise SourceError(f"{path} is a directory but neither a zarr store nor a directory of .npy files")
+    if path.lower().endswith(".npy"):
+        return open_npy(path), path
+    if path.lower().endswith(HDF5_SUFFIXES) or h5py.is_hdf5(path):
+        return open_hdf5(path, storage_options=None), path
+    raise SourceError(f"cannot tell the format of {path}; use a zarr store, an .h5/.hdf5 file or .npy files")
+
+
+def _mtime(location: str) -> float | None:
+    try:
+        return os.stat(location).st_mtime_ns if not is_url(location) else None
+    except OSError:
+        return None
+
+
+def _assemble(
+    container: Container,
+    arrays: dict[str, Any],
+    token: tuple[Any, ...],
+    named: set[str],
+    *,
+    chunk_rows: int | None,
+    memory_budget: int,
+) -> Source:
+    check_arrays(arrays, container.where)
+    X = arrays["X"]
+    n_rows, n_features = (int(n) for n in X.shape)
+    row_chunks = choose_row_chunks(
+        n_rows,
+        n_features,
+        native_rows=container.native_rows(X),
+        chunk_rows=chunk_rows,
+        memory_budget=memory_budget,
+    )
+    dask_arrays = {
+        role: None if arrays[role] is None else to_dask(arrays[role], row_chunks, token=(*token, role))
+        for role in ROLES[1:]
+    }
+    feature_names = string_list(container.attr(X, "feature_names"))
+    y = arrays["y"]
+    target_names = string_list(container.attr(y, "target_names")) if "y" in named and y is not None else None
+    _check_names(feature_names, n_features, "feature_names", container.where)
+    n_targets = 1 if y is None or len(y.shape) == 1 else int(y.shape[1])
+    _check_names(target_names, n_targets, "target_names", container.where)
+    description = f"{container.where} (X: {n_rows} x {n_features} {np.dtype(X.dtype)})"
+    return Source(
+        X=to_dask(X, row_chunks, token=(*token, "X")),
+        y=dask_arrays["y"],
+        groups=dask_arrays["groups"],
+        sample_weight=dask_arrays["sample_weight"],
+        feature_names=feature_names,
+        target_names=target_names,
+        description=description,
+    )
+
+
+def _check_names(names: list[str] | None, expected: int, what: str, where: str) -> None:
+    if names is not None and len(names) != expected:
+        raise InputError(f"{what} in {where} has {len(names)} names but the data has {expected} columns")
+
+
+def _reopen(source: Source, *, chunk_rows: int | None, memory_budget: int) -> Source:
+    row_chunks = choose_row_chunks(
+        source.n_rows(),
+        source.n_features(),
+        native_rows=regular_step(source.row_chunks()),
+        chunk_rows=chunk_rows,
+        memory_budget=memory_budget,
+    )
+    if row_chunks == source.row_chunks():
+        return source
+    return source.rechunk(row_chunks)

@@ -1,0 +1,381 @@
+"""Pieces shared by every source backend: containers, lazy readers, row chunks, checks.
+
+A backend turns ``data`` into a :class:`Container` that looks arrays up by name.
+:func:`assemble` then checks shapes and dtypes, chooses the row chunks and wraps
+every array in a dask array whose tasks can be pickled (each task re-opens its
+file, so the processes and distributed schedulers can run the graph).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from ..errors import InputError, ParameterError, SourceError
+
+ROLES = ("X", "y", "groups", "sample_weight")
+_FLAGS = {  # role -> (command-line flag, keyword of open_source)
+    "X": ("x", "x"),
+    "y": ("y", "y"),
+    "groups": ("groups", "groups"),
+    "sample_weight": ("sample-weight", "sample_weight"),
+}
+_NUMERIC_KINDS = "biuf"
+HTTP_CONNECT_TIMEOUT = 10.0  # seconds to open a connection before a URL counts as unreachable
+HTTP_READ_TIMEOUT = 300.0  # seconds without a byte before a read is abandoned
+
+
+class Container:
+    """Named arrays of one storage (a zarr group, an HDF5 file, a directory of .npy files).
+
+    Subclasses implement :meth:`get`, :meth:`names` and may override
+    :meth:`native_rows` and :meth:`attr`.  ``where`` names the storage in
+    messages, e.g. ``"zarr store /data/big.zarr"``.
+    """
+
+    where: str = "source"
+    fixed_x: Any | None = None  # set when the storage is X itself (a bare array, one .npy file)
+
+    def get(self, name: str) -> Any | None:
+        """Return the lazy array called ``name``, or None when there is none."""
+        raise NotImplementedError
+
+    def names(self) -> list[str]:
+        """Return the names of every array in the storage (for error messages)."""
+        raise NotImplementedError
+
+    def native_rows(self, array: Any) -> int:
+        """Return the rows of one storage chunk of ``array`` (1 when unchunked)."""
+        return 1
+
+    def attr(self, array: Any, key: str) -> Any | None:
+        """Return the attribute ``key`` of ``array`` (or of the storage), or None."""
+        return None
+
+    def lookup(self, role: str, name: str, *, required: bool) -> Any | None:
+        """Find the array of ``role``; raise a :class:`SourceError` listing names if required."""
+        array = self.get(name)
+        if array is None and required:
+            try:
+                found = ", ".join(self.names()) or "no arrays"
+            except Exception:  # listing is a courtesy; a remote store may refuse it
+                found = "(could not list)"
+            flag, keyword = _FLAGS[role]
+            raise SourceError(
+                f"array {name!r} not found in {self.where}; it has: {found}; "
+                f"pass the right name with --{flag} ({keyword}=...)"
+            )
+        return array
+
+
+class LazyReader:
+    """Picklable array-like that opens its file on first read, in whichever process reads.
+
+    Subclasses set ``shape`` and ``dtype`` in ``__init__`` and implement
+    :meth:`_open` (returning an object indexable like the array).  The open
+    handle is cached per process and dropped when pickled.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def _open(self) -> Any:
+        raise NotImplementedError
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if self._handle is None:
+            with self._lock:
+                if self._handle is None:
+                    self._handle = self._open()
+        return np.asarray(self._handle[key])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_handle"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def find_arrays(
+    container: Container,
+    names: dict[str, Any],
+    *,
+    require_y: bool,
+) -> dict[str, Any]:
+    """Look up X, y, groups and sample_weight; arrays given directly pass through.
+
+    Parameters
+    ----------
+    container : Container
+    names : dict
+        Role to name (str), array-like (used as is) or None (absent).
+    require_y : bool
+        Whether a missing ``y`` is an error (else y is None).
+
+    Returns
+    -------
+    dict of role to array-like or None
+    """
+    arrays: dict[str, Any] = {}
+    for role in ROLES:
+        name = names.get(role)
+        if name is None or not isinstance(name, str):
+            arrays[role] = name
+            continue
+        required = role != "y" or require_y
+        arrays[role] = container.lookup(role, name, required=required)
+    return arrays
+
+
+def check_arrays(arrays: dict[str, Any], where: str) -> None:
+    """Check ranks, row counts and dtypes; raise :class:`InputError` naming the array.
+
+    Parameters
+    ----------
+    arrays : dict of role to array-like or None
+        Each present array has ``shape`` and ``dtype``.
+    where : str
+        The storage, for messages.
+    """
+    X = arrays["X"]
+    if len(X.shape) != 2:
+        hint = " (reshape a single feature to (-1, 1))" if len(X.shape) == 1 else ""
+        raise InputError(f"X must be 2-D (rows, features); got shape {tuple(X.shape)} in {where}{hint}")
+    if X.shape[0] == 0:
+        raise InputError(f"X has no rows in {where}; check the data or the array name")
+    if X.shape[1] == 0:
+        raise InputError(f"X has no features (shape {tuple(X.shape)}) in {where}")
+    max_ndim = {"X": 2, "y": 2, "groups": 1, "sample_weight": 1}
+    for role in ROLES:
+        a = arrays.get(role)
+        if a is None:
+            continue
+        shape = tuple(a.shape)
+        if not 1 <= len(shape) <= max_ndim[role]:
+            want = "(rows,) or (rows, targets)" if role == "y" else "(rows,)"
+            raise InputError(f"{role} must have shape {want}; got shape {shape} in {where}")
+        if shape[0] != X.shape[0]:
+            raise InputError(
+                f"{role} has {shape[0]} rows but X has {X.shape[0]} in {where}; "
+                "they must describe the same rows"
+            )
+        kind = np.dtype(a.dtype).kind
+        if role != "groups" and kind not in _NUMERIC_KINDS:
+            raise InputError(f"{role} must be numeric (float or integer); got dtype {a.dtype} in {where}")
+
+
+def choose_row_chunks(
+    n_rows: int,
+    n_features: int,
+    *,
+    native_rows: int,
+    chunk_rows: int | None,
+    memory_budget: int,
+) -> tuple[int, ...]:
+    """Row chunks of a source.
+
+    Parameters
+    ----------
+    n_rows, n_features : int
+        Shape of X.
+    native_rows : int
+        Rows of one storage chunk of X (1 when the storage is unchunked).
+    chunk_rows : int or None
+        Explicit rows per chunk; None chooses from ``memory_budget``.
+    memory_budget : int
+        Bytes; one chunk of X as float64 takes about ``memory_budget / 8``.
+
+    Returns
+    -------
+    tuple of int
+        Row counts of the chunks, summing to ``n_rows``.
+
+    Notes
+    -----
+    The automatic size is a multiple of ``native_rows`` so that no storage chunk
+    is decoded twice.  When a single storage chunk exceeds the target, each
+    storage chunk is split into equal parts that never straddle two of them.
+    """
+    if chunk_rows is not None:
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+            raise ParameterError(f"chunk_rows must be an integer >= 1; got chunk_rows={chunk_rows!r}")
+        return _uniform(n_rows, int(chunk_rows))
+    if memory_budget < 1:
+        raise ParameterError(f"memory_budget must be a positive number of bytes; got {memory_budget!r}")
+    native = max(1, min(int(native_rows), n_rows))
+    target = max(1, memory_budget // 8 // (8 * max(n_features, 1)))
+    if target >= native:
+        return _uniform(n_rows, (target // native) * native)
+    parts = math.ceil(native / target)
+    chunks: list[int] = []
+    for start in range(0, n_rows, native):
+        block = min(native, n_rows - start)
+        k = min(parts, block)
+        chunks.extend(block // k + (1 if i < block % k else 0) for i in range(k))
+    return tuple(chunks)
+
+
+def _uniform(n_rows: int, step: int) -> tuple[int, ...]:
+    step = min(step, n_rows)
+    full, rest = divmod(n_rows, step)
+    return (step,) * full + ((rest,) if rest else ())
+
+
+def regular_step(chunks: Sequence[int]) -> int:
+    """The common chunk length of regular chunks (all equal but a shorter last), else 1."""
+    if len(chunks) == 1 or (len(set(chunks[:-1])) == 1 and chunks[-1] <= chunks[0]):
+        return int(chunks[0])
+    return 1
+
+
+def to_dask(array: Any, row_chunks: tuple[int, ...], *, token: tuple[Any, ...]) -> da.Array:
+    """Wrap one array (lazy, numpy or dask) as a dask array with the given row chunks.
+
+    Axes after the first are one chunk each.
+    """
+    chunks = (row_chunks, *tuple((n,) for n in array.shape[1:]))
+    if isinstance(array, da.Array):
+        return array.rechunk(chunks)
+    if isinstance(array, np.ndarray):
+        return da.from_array(array, chunks=chunks)
+    meta = np.empty((0,) * len(array.shape), dtype=array.dtype)
+    name = "streamridge-source-" + tokenize(*token, array.shape, str(array.dtype), chunks)
+    return da.from_array(array, chunks=chunks, name=name, lock=False, meta=meta, asarray=True)
+
+
+def as_arraylike(value: Any, role: str) -> Any:
+    """Turn an array given directly into something :func:`to_dask` can wrap without a copy.
+
+    Dask arrays, NumPy arrays, zarr arrays and lazy readers pass through; a whole
+    memory-mapped file becomes a reader; anything else goes through ``np.asarray``.
+    """
+    from ._npy import MemmapReader, is_whole_memmap
+
+    if is_whole_memmap(value):
+        return MemmapReader(value)
+    if isinstance(value, (da.Array, np.ndarray, LazyReader)) or type(value).__module__.startswith("zarr."):
+        return value
+    try:
+        return np.asarray(value)
+    except Exception as exc:
+        raise InputError(f"{role} must be an array or an array name; got {type(value).__name__}") from exc
+
+
+def local_path(data: str | os.PathLike[str]) -> str:
+    """Return a local path for ``data`` (``file://`` stripped, ``~`` expanded)."""
+    text = os.fspath(data)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    return os.path.expanduser(text)
+
+
+def is_url(data: str) -> bool:
+    """Whether ``data`` is an fsspec URL other than ``file://``."""
+    return "://" in data and not data.startswith("file://")
+
+
+def remote_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean a URL could not be reached."""
+    errors: list[type[BaseException]] = [OSError, TimeoutError, asyncio.TimeoutError]
+    try:
+        import aiohttp
+    except ImportError:  # pragma: no cover - aiohttp is needed only for http(s)
+        return tuple(errors)
+    return (*errors, aiohttp.ClientError)
+
+
+def remote_options(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """fsspec options for ``url``; http(s) gets a connect timeout unless one is given.
+
+    Parameters
+    ----------
+    url : str
+    storage_options : dict or None
+
+    Returns
+    -------
+    dict
+    """
+    options = dict(storage_options or {})
+    if url.startswith(("http://", "https://")):
+        import aiohttp
+
+        client = dict(options.get("client_kwargs") or {})
+        client.setdefault(
+            "timeout", aiohttp.ClientTimeout(sock_connect=HTTP_CONNECT_TIMEOUT, sock_read=HTTP_READ_TIMEOUT)
+        )
+        options["client_kwargs"] = client
+    return options
+
+
+def default_chunk_rows(X: Any) -> int:
+    """Rows per stored chunk when writing: about 4 MiB of X, at least 1."""
+    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
+    return max(1, min(int(X.shape[0]) or 1, (4 * 2**20) // max(row_bytes, 1)))
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], *, overwrite: bool) -> Iterator[str]:
+    """Yield a temporary sibling of ``path`` to write into; move it into place on success.
+
+    A directory (a zarr store) or a file may be written.  An existing ``path`` is
+    replaced only when ``overwrite``; on error the temporary is removed.
+    """
+    target = os.path.abspath(local_path(path))
+    if os.path.lexists(target) and not overwrite:
+        raise SourceError(f"{target} already exists; pass overwrite=True to replace it")
+    parent, base = os.path.split(target)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        if os.path.isdir(target) and not os.path.islink(target):
+            old = os.path.join(parent, f".old-{base}-{uuid.uuid4().hex[:8]}")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def string_list(value: Any) -> list[str] | None:
+    """Decode a names attribute (list, numpy array, bytes) to a list of str; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        value = [value]
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(value, dtype=object).ravel()]

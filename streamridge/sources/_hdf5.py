@@ -1,0 +1,193 @@
+"""HDF5 files, local or behind an fsspec URL, read lazily with h5py."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dask.array as da
+import h5py
+import numpy as np
+
+from ..errors import SourceError
+from ._common import (
+    ROLES,
+    Container,
+    LazyReader,
+    atomic_path,
+    default_chunk_rows,
+    is_url,
+    remote_errors,
+)
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+
+
+def _open_file(location: str, storage_options: dict[str, Any] | None) -> h5py.File:
+    if is_url(location):
+        import fsspec
+
+        handle = fsspec.open(location, mode="rb", **(storage_options or {})).open()
+        return h5py.File(handle, "r")
+    return h5py.File(location, "r")
+
+
+class HDF5Reader(LazyReader):
+    """One HDF5 dataset; every process that reads opens the file itself.
+
+    h5py serialises calls with its own global lock, so no dask lock is needed.
+
+    Parameters
+    ----------
+    location : str
+        Path or URL of the file.
+    name : str
+        Dataset path, e.g. ``"/features/X"``.
+    dataset : h5py.Dataset
+        The dataset, open in this process (for shape, dtype, chunks, attributes).
+    storage_options : dict or None
+    """
+
+    def __init__(
+        self, location: str, name: str, dataset: h5py.Dataset, storage_options: dict[str, Any] | None
+    ) -> None:
+        super().__init__()
+        self.location = location
+        self.name = name
+        self.storage_options = storage_options
+        self.shape = tuple(dataset.shape)
+        self.dtype = _read_dtype(dataset.dtype)
+        self.native_rows = int(dataset.chunks[0]) if dataset.chunks else 1
+        self.attrs = {k: dataset.attrs[k] for k in ("feature_names", "target_names") if k in dataset.attrs}
+
+    def _open(self) -> Any:
+        dataset = _open_file(self.location, self.storage_options)[self.name]
+        if h5py.check_string_dtype(dataset.dtype) is not None:
+            return dataset.asstr()
+        return dataset
+
+
+def _read_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    return np.dtype(object) if h5py.check_string_dtype(dtype) is not None else np.dtype(dtype)
+
+
+class HDF5Container(Container):
+    """The datasets of one HDF5 file, named by path (``"/features/X"`` or ``"X"``)."""
+
+    def __init__(self, file: h5py.File, location: str, storage_options: dict[str, Any] | None) -> None:
+        self.file = file
+        self.location = location
+        self.storage_options = storage_options
+        self.where = f"HDF5 file {location}"
+
+    def get(self, name: str) -> HDF5Reader | None:
+        key = "/" + name.strip("/")
+        obj = self.file.get(key)
+        if not isinstance(obj, h5py.Dataset):
+            return None
+        return HDF5Reader(self.location, key, obj, self.storage_options)
+
+    def names(self) -> list[str]:
+        found: list[str] = []
+        self.file.visititems(lambda n, o: found.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+        return sorted(found)
+
+    def native_rows(self, array: Any) -> int:
+        return int(getattr(array, "native_rows", 1))
+
+    def attr(self, array: Any, key: str) -> Any | None:
+        value = getattr(array, "attrs", {}).get(key)
+        return self.file.attrs.get(key) if value is None else value
+
+
+def open_hdf5(location: str, *, storage_options: dict[str, Any] | None) -> HDF5Container:
+    """Open an HDF5 file read-only.
+
+    Parameters
+    ----------
+    location : str
+        Local path or fsspec URL.
+    storage_options : dict or None
+
+    Returns
+    -------
+    HDF5Container
+    """
+    try:
+        file = _open_file(location, storage_options)
+    except FileNotFoundError as exc:
+        raise SourceError(f"no such file or directory: {location}") from exc
+    except ImportError as exc:
+        raise SourceError(f"cannot open {location}: {exc}") from exc
+    except remote_errors() as exc:
+        what = "reach" if is_url(location) else "read HDF5 file"
+        raise SourceError(f"cannot {what} {location}: {exc}") from exc
+    return HDF5Container(file, location, storage_options)
+
+
+def write_hdf5(
+    path: str | os.PathLike[str],
+    X: Any,
+    y: Any = None,
+    groups: Any = None,
+    sample_weight: Any = None,
+    *,
+    chunk_rows: int | None = None,
+    feature_names: list[str] | None = None,
+    target_names: list[str] | None = None,
+    names: dict[str, str] | None = None,
+    compression: str | None = None,
+    overwrite: bool = True,
+) -> str:
+    """Write arrays into a new HDF5 file, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Local file to create (replaced when ``overwrite``).
+    X : array of shape (n_rows, n_features)
+    y : array of shape (n_rows,) or (n_rows, n_targets), optional
+    groups, sample_weight : array of shape (n_rows,), optional
+    chunk_rows : int, optional
+        Rows per HDF5 chunk; default about 4 MiB of X.
+    feature_names, target_names : list of str, optional
+        Stored as attributes of the X and y datasets.
+    names : dict, optional
+        Dataset path per role, e.g. ``{"X": "/features/X"}``; defaults to the role.
+    compression : str, optional
+        h5py filter, e.g. ``"gzip"``.
+    overwrite : bool
+
+    Returns
+    -------
+    str
+        The absolute path written.
+    """
+    values = dict(zip(ROLES, (X, y, groups, sample_weight)))
+    rows = chunk_rows or default_chunk_rows(X)
+    attrs = {"X": {"feature_names": feature_names}, "y": {"target_names": target_names}}
+    with atomic_path(path, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as file:
+        for role, value in values.items():
+            if value is None:
+                continue
+            name = "/" + (names or {}).get(role, role).strip("/")
+            dataset = _create(file, name, value, rows, compression)
+            for key, names_ in attrs.get(role, {}).items():
+                if names_ is not None:
+                    dataset.attrs[key] = [str(n) for n in names_]
+    return os.path.abspath(os.fspath(path))
+
+
+def _create(file: h5py.File, name: str, value: Any, rows: int, compression: str | None) -> h5py.Dataset:
+    shape = tuple(value.shape)
+    dtype = np.dtype(value.dtype)
+    if dtype.kind in "UO":
+        dtype = h5py.string_dtype()
+    chunks = (min(rows, max(shape[0], 1)), *shape[1:]) if shape[0] else None
+    dataset = file.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, compression=compression)
+    step = chunks[0] if chunks else 1
+    for start in range(0, shape[0], step):
+        block = value[start : start + step]
+        block = block.compute() if isinstance(block, da.Array) else np.asarray(block)
+        dataset[start : start + step] = block.astype(object) if dtype.kind == "O" else block
+    return dataset

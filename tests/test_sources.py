@@ -1,0 +1,444 @@
+"""Conformance tests of the data sources: one class of checks, subclassed per backend.
+
+Pattern of zarr-python's ``StoreTests``: :class:`SourceTests` states what every
+backend must do; each subclass only says how to store arrays (``make``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from streamridge.errors import InputError, ParameterError, SourceError
+from streamridge.sources import Source, open_source, write_hdf5, write_zarr
+from streamridge.sources._common import choose_row_chunks
+
+N_ROWS, N_FEATURES, NATIVE = 230, 6, 20
+FEATURES = [f"f{j}" for j in range(N_FEATURES)]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def _data(rng: np.random.Generator, dtype: Any = np.float32, n_targets: int = 0) -> dict[str, np.ndarray]:
+    X = (rng.normal(size=(N_ROWS, N_FEATURES)) * 10).astype(dtype)
+    y = rng.normal(size=(N_ROWS, n_targets) if n_targets else N_ROWS)
+    groups = np.arange(N_ROWS) % 7
+    w = rng.uniform(0.5, 2.0, size=N_ROWS)
+    return {"X": X, "y": y, "groups": groups, "w": w}
+
+
+def _budget_for(rows: int) -> int:
+    """Memory budget whose target chunk is ``rows`` rows of float64 X."""
+    return rows * N_FEATURES * 8 * 8
+
+
+class SourceTests:
+    """What every backend must do.  Subclasses implement :meth:`make`."""
+
+    native_rows = 1  # rows of one storage chunk as written by make (1: unchunked)
+    named = True  # arrays are looked up by name
+    has_attrs = False  # feature names travel with the data
+
+    def make(
+        self,
+        tmp_path: Path,
+        X: Any,
+        y: Any = None,
+        groups: Any = None,
+        w: Any = None,
+        *,
+        feature_names: list[str] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Store the arrays; return the ``data`` argument and keyword arguments of open_source."""
+        raise NotImplementedError
+
+    def open(self, tmp_path: Path, d: dict[str, Any], **kwargs: Any) -> Source:
+        data, kw = self.make(tmp_path, d["X"], d["y"], d["groups"], d["w"])
+        return open_source(data, **kw, **kwargs)
+
+    @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+    def test_shape_and_dtype_preserved(self, tmp_path: Path, rng: np.random.Generator, dtype: Any) -> None:
+        d = _data(rng, dtype)
+        source = self.open(tmp_path, d)
+        assert source.X.shape == (N_ROWS, N_FEATURES)
+        assert source.X.dtype == np.dtype(dtype)
+        assert source.n_rows() == N_ROWS and source.n_features() == N_FEATURES
+        assert f"{N_ROWS} x {N_FEATURES} {np.dtype(dtype)}" in source.description
+
+    @pytest.mark.parametrize("n_targets", [0, 3])
+    def test_values_equal_original(self, tmp_path: Path, rng: np.random.Generator, n_targets: int) -> None:
+        d = _data(rng, n_targets=n_targets)
+        source = self.open(tmp_path, d, chunk_rows=50)
+        assert source.y is not None and source.groups is not None and source.sample_weight is not None
+        np.testing.assert_array_equal(source.X.compute(), d["X"])
+        np.testing.assert_array_equal(source.y.compute(), d["y"])
+        np.testing.assert_array_equal(source.groups.compute(), d["groups"])
+        np.testing.assert_array_equal(source.sample_weight.compute(), d["w"])
+
+    def test_same_row_chunks_everywhere(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        source = self.open(tmp_path, _data(rng, n_targets=2), memory_budget=_budget_for(45))
+        assert source.X.chunks[1] == (N_FEATURES,)
+        for a in (source.y, source.groups, source.sample_weight):
+            assert a is not None and a.chunks[0] == source.row_chunks()
+        assert source.y is not None and source.y.chunks[1] == (2,)
+        assert sum(source.row_chunks()) == N_ROWS
+
+    def test_chunk_rows_override(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        source = self.open(tmp_path, _data(rng), chunk_rows=37)
+        assert source.row_chunks() == (37,) * 6 + (8,)
+
+    def test_auto_chunks_aligned_to_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(50))
+        step = max(self.native_rows, 50 // self.native_rows * self.native_rows)
+        assert source.row_chunks()[0] == step
+        assert all(c == step for c in source.row_chunks()[:-1])
+
+    def test_auto_chunks_smaller_than_storage_chunk(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7))
+        bounds = set(np.cumsum((0, *source.row_chunks())).tolist())
+        if self.native_rows > 1:  # no chunk straddles two storage chunks
+            assert set(range(0, N_ROWS, self.native_rows)) <= bounds
+        assert max(source.row_chunks()) <= 7
+
+    def test_missing_name_lists_available(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        data, kw = self.make(tmp_path, d["X"], d["y"])
+        match = r"array 'Z' not found in .*it has: .*y.*--y" if self.named else "pass y as an array"
+        with pytest.raises(SourceError, match=match):
+            open_source(data, **{**kw, "y": "Z"})
+        assert open_source(data, **{**kw, "y": "Z"}, require_y=False).y is None
+
+    def test_row_count_mismatch(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        data, kw = self.make(tmp_path, d["X"], d["y"][:-3])
+        with pytest.raises(InputError, match=f"y has {N_ROWS - 3} rows but X has {N_ROWS}"):
+            open_source(data, **kw)
+
+    @pytest.mark.filterwarnings("ignore:The data type")  # zarr v3: fixed-width strings are unspecified
+    def test_non_numeric_dtype(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        data, kw = self.make(tmp_path, d["X"], d["y"].astype(str))
+        with pytest.raises(InputError, match=r"y must be numeric.*dtype"):
+            open_source(data, **kw)
+
+    def test_feature_names(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        data, kw = self.make(tmp_path, d["X"], d["y"], feature_names=FEATURES)
+        source = open_source(data, **kw)
+        assert source.feature_names == (FEATURES if self.has_attrs else None)
+
+    def test_pickled_graph_computes(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        source = self.open(tmp_path, d, chunk_rows=64)
+        X, y = pickle.loads(pickle.dumps((source.X, source.y)))
+        np.testing.assert_array_equal(X.compute(), d["X"])
+        np.testing.assert_array_equal(y.compute(), d["y"])
+
+    def test_reopen_source_rechunks(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        source = self.open(tmp_path, d, chunk_rows=40)
+        again = open_source(source, chunk_rows=100)
+        assert again.row_chunks() == (100, 100, 30)
+        assert again.sample_weight is not None and again.sample_weight.chunks[0] == (100, 100, 30)
+        np.testing.assert_array_equal(again.X.compute(), d["X"])
+
+
+class TestZarrV3(SourceTests):
+    native_rows = NATIVE
+    has_attrs = True
+    zarr_format = 3
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        path = tmp_path / f"store-{uuid.uuid4().hex[:6]}.zarr"
+        write_zarr(
+            path,
+            X,
+            y,
+            groups,
+            w,
+            chunk_rows=NATIVE,
+            feature_names=feature_names,
+            zarr_format=self.zarr_format,
+        )
+        return str(path), _names(groups, w)
+
+
+class TestZarrV2(TestZarrV3):
+    zarr_format = 2
+
+
+class TestHDF5(SourceTests):
+    native_rows = NATIVE
+    has_attrs = True
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        path = tmp_path / f"data-{uuid.uuid4().hex[:6]}.h5"
+        names = {"X": "/features/X", "y": "/targets/y"}
+        write_hdf5(path, X, y, groups, w, chunk_rows=NATIVE, feature_names=feature_names, names=names)
+        return str(path), {"x": "/features/X", "y": "targets/y", **_names(groups, w)}
+
+
+class TestNpyDirectory(SourceTests):
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        directory = tmp_path / f"npy-{uuid.uuid4().hex[:6]}"
+        directory.mkdir()
+        for name, a in {"X": X, "y": y, "groups": groups, "sample_weight": w}.items():
+            if a is not None:
+                np.save(directory / f"{name}.npy", a)
+        return str(directory), _names(groups, w)
+
+
+class TestNpyFile(TestNpyDirectory):
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        directory, kw = super().make(tmp_path, X, y, groups, w)
+        os.rename(os.path.join(directory, "X.npy"), os.path.join(directory, "features.npy"))
+        if w is not None:  # a name that is a path ending in .npy
+            kw["sample_weight"] = os.path.join(directory, "sample_weight.npy")
+        return os.path.join(directory, "features.npy"), {**kw, "x": "ignored"}
+
+
+class TestNumpyArrays(SourceTests):
+    named = False
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        return X, {"y": y, "groups": groups, "sample_weight": w}
+
+
+class TestDaskArrays(SourceTests):
+    native_rows = NATIVE
+    named = False
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        def lazy(a: Any) -> Any:
+            return None if a is None else da.from_array(a, chunks=(NATIVE, *a.shape[1:]))
+
+        return lazy(X), {"y": lazy(y), "groups": lazy(groups), "sample_weight": lazy(w)}
+
+
+def _names(groups: Any, w: Any) -> dict[str, Any]:
+    return {
+        "groups": None if groups is None else "groups",
+        "sample_weight": None if w is None else "sample_weight",
+    }
+
+
+# --- the same stores over HTTP --------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A directory served by ``python -m http.server`` on 127.0.0.1 and its base URL."""
+    root = tmp_path_factory.mktemp("served")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the test HTTP server did not start") from None
+                time.sleep(0.05)
+        yield root, f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+class _Served:
+    """Mixin: write with the parent's ``make`` under the served root, open by URL."""
+
+    @pytest.fixture(autouse=True)
+    def _serve(self, http_root: tuple[Path, str]) -> None:
+        self.root, self.base = http_root
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        path, kw = super().make(self.root, X, y, groups, w, feature_names=feature_names)  # type: ignore[misc]
+        return f"{self.base}/{os.path.relpath(path, self.root)}", kw
+
+
+class TestHTTPZarrV3(_Served, TestZarrV3):
+    pass
+
+
+class TestHTTPZarrV2(_Served, TestZarrV2):
+    pass
+
+
+class TestHTTPHDF5(_Served, TestHDF5):
+    pass
+
+
+# --- errors and helpers outside the conformance classes -------------------------------------
+
+
+def test_unreachable_url_fails_fast() -> None:
+    start = time.monotonic()
+    with pytest.raises(SourceError, match=r"http://127\.0\.0\.1:1/x\.zarr"):
+        open_source("http://127.0.0.1:1/x.zarr")
+    assert time.monotonic() - start < 15
+
+
+def test_missing_url_path(http_root: tuple[Path, str]) -> None:
+    with pytest.raises(SourceError, match="no zarr store at http"):
+        open_source(f"{http_root[1]}/nothing-here.zarr")
+
+
+@pytest.mark.parametrize("name", ["missing.zarr", "missing.h5", "missing.npy"])
+def test_missing_file(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    with pytest.raises(SourceError, match=f"no such file or directory: {path}"):
+        open_source(str(path))
+
+
+def test_file_url_is_local(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng)
+    write_zarr(tmp_path / "s.zarr", d["X"], d["y"])
+    source = open_source(f"file://{tmp_path}/s.zarr")
+    np.testing.assert_array_equal(source.X.compute(), d["X"])
+
+
+def test_arrays_beside_a_store(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng)
+    write_zarr(tmp_path / "s.zarr", d["X"], chunk_rows=NATIVE)
+    source = open_source(str(tmp_path / "s.zarr"), y=d["y"], sample_weight=list(d["w"]), chunk_rows=50)
+    assert source.y is not None and source.sample_weight is not None
+    assert source.y.chunks[0] == source.sample_weight.chunks[0] == source.row_chunks()
+    np.testing.assert_array_equal(source.sample_weight.compute(), d["w"])
+
+
+def test_target_names_and_name_count(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng, n_targets=2)
+    write_zarr(tmp_path / "s.zarr", d["X"], d["y"], target_names=["a", "b"])
+    assert open_source(str(tmp_path / "s.zarr")).target_names == ["a", "b"]
+    write_hdf5(tmp_path / "s.h5", d["X"], d["y"], feature_names=["only", "two"])
+    with pytest.raises(InputError, match=r"feature_names .* has 2 names but the data has 6"):
+        open_source(str(tmp_path / "s.h5"))
+
+
+def test_corrupt_files(tmp_path: Path) -> None:
+    (tmp_path / "bad.zarr").mkdir()
+    (tmp_path / "bad.zarr" / "zarr.json").write_text("{not json")
+    (tmp_path / "bad.h5").write_bytes(b"not hdf5")
+    for name in ("bad.zarr", "bad.h5"):
+        with pytest.raises(SourceError, match=f"cannot read .*{name}"):
+            open_source(str(tmp_path / name))
+
+
+def test_bare_zarr_array_is_x(tmp_path: Path, rng: np.random.Generator) -> None:
+    import zarr
+
+    X = _data(rng)["X"]
+    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(NATIVE, N_FEATURES))
+    source = open_source(str(tmp_path / "x.zarr"), require_y=False, memory_budget=_budget_for(50))
+    assert source.y is None and source.row_chunks()[0] == 40
+    np.testing.assert_array_equal(source.X.compute(), X)
+    with pytest.raises(SourceError, match="single array"):
+        open_source(str(tmp_path / "x.zarr"))
+
+
+@pytest.mark.parametrize(
+    ("X", "y", "message"),
+    [
+        (np.zeros((4, 2, 2)), np.zeros(4), "X must be 2-D"),
+        (np.zeros(4), np.zeros(4), r"reshape a single feature"),
+        (np.zeros((0, 3)), np.zeros(0), "X has no rows"),
+        (np.zeros((4, 3)), np.zeros((4, 2, 2)), "y must have shape"),
+        (np.zeros((4, 3), dtype=complex), np.zeros(4), "X must be numeric"),
+    ],
+)
+def test_bad_shapes_and_dtypes(X: np.ndarray, y: np.ndarray, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        open_source(X, y=y)
+
+
+@pytest.mark.parametrize("chunk_rows", [0, -5, 2.5])
+def test_bad_chunk_rows(chunk_rows: Any) -> None:
+    with pytest.raises(ParameterError, match="chunk_rows must be an integer >= 1"):
+        open_source(np.zeros((10, 2)), y=np.zeros(10), chunk_rows=chunk_rows)
+
+
+def test_array_names_need_a_store() -> None:
+    with pytest.raises(SourceError, match="pass y as an array"):
+        open_source(np.zeros((10, 2)))
+    assert open_source(np.zeros((10, 2)), require_y=False).y is None
+
+
+def test_memmap_input_stays_on_disk(tmp_path: Path, rng: np.random.Generator) -> None:
+    X = rng.normal(size=(5000, 20))
+    np.save(tmp_path / "X.npy", X)
+    source = open_source(np.load(tmp_path / "X.npy", mmap_mode="r"), require_y=False, chunk_rows=1000)
+    assert len(pickle.dumps(source.X)) < X.nbytes // 10  # the graph holds the file name, not the data
+    np.testing.assert_array_equal(source.X.compute(), X)
+
+
+def test_unknown_directory_and_remote_npy(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="neither a zarr store nor"):
+        open_source(str(tmp_path))
+    with pytest.raises(SourceError, match=r"cannot read \.npy over a URL"):
+        open_source("http://127.0.0.1:1/X.npy")
+
+
+def test_write_is_atomic_and_replaces(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng)
+    writers: list[tuple[Callable[..., str], str]] = [(write_zarr, "s.zarr"), (write_hdf5, "s.h5")]
+    for writer, name in writers:
+        path = tmp_path / name
+        writer(path, d["X"], d["y"])
+        writer(path, d["X"][:10], d["y"][:10])
+        assert open_source(str(path)).n_rows() == 10
+        with pytest.raises(SourceError, match="already exists"):
+            writer(path, d["X"], d["y"], overwrite=False)
+    assert sorted(os.listdir(tmp_path)) == ["s.h5", "s.zarr"]  # no temporaries left behind
+
+
+def test_write_dask_input(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng)
+    write_zarr(tmp_path / "s.zarr", da.from_array(d["X"], chunks=33), da.from_array(d["y"], chunks=50))
+    write_hdf5(tmp_path / "s.h5", da.from_array(d["X"], chunks=33), d["y"])
+    for name in ("s.zarr", "s.h5"):
+        np.testing.assert_array_equal(open_source(str(tmp_path / name)).X.compute(), d["X"])
+
+
+def test_processes_scheduler_reads_hdf5(tmp_path: Path, rng: np.random.Generator) -> None:
+    d = _data(rng)
+    write_hdf5(tmp_path / "s.h5", d["X"], d["y"], chunk_rows=NATIVE)
+    source = open_source(str(tmp_path / "s.h5"), chunk_rows=60)
+    X = source.X.compute(scheduler="processes", num_workers=2)
+    np.testing.assert_array_equal(X, d["X"])
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "native", "target", "expected"),
+    [
+        (10, 1, 4, (4, 4, 2)),
+        (100, 30, 70, (60, 40)),
+        (100, 30, 10, (10,) * 9 + (4, 3, 3)),
+        (5, 30, 100, (5,)),
+        (7, 1, 0, (1,) * 7),
+    ],
+)
+def test_choose_row_chunks(n_rows: int, native: int, target: int, expected: tuple[int, ...]) -> None:
+    budget = max(target, 1) * 8 * 8
+    chunks = choose_row_chunks(n_rows, 1, native_rows=native, chunk_rows=None, memory_budget=budget)
+    assert chunks == expected
