@@ -9,19 +9,19 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import StreamRidgeError  # noqa: E402
-from .estimators import StreamRidgeClassifierCV, StreamRidgeCV  # noqa: E402
-from .stats import FoldStats, load_stats, merge, save_stats  # noqa: E402
+from .errors import StreamRidgeError
+from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+from .stats import FoldStats, load_stats, merge, save_stats
 
 __all__ = [
+    "FoldStats",
     "StreamRidgeCV",
     "StreamRidgeClassifierCV",
-    "FoldStats",
     "StreamRidgeError",
-    "load_stats",
-    "save_stats",
-    "merge",
     "__version__",
+    "load_stats",
+    "merge",
+    "save_stats",
 ]
 
 

@@ -41,7 +41,9 @@ class _StreamRidgeBase(BaseEstimator):
 
     _classifier = False
 
-    def _balanced(self) -> bool:
+    stats_: FoldStats
+
+    def _balanced(self) -> bool | np.ndarray:
         return False
 
     # ------------------------------------------------------------------ validation
@@ -240,9 +242,9 @@ class _StreamRidgeBase(BaseEstimator):
             raise InputError("sample_weight is zero for every row; give some rows a positive weight")
         if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
             raise InputError("only one class has rows with positive sample weight; a classifier needs at least two classes")
-        opts = {"fit_intercept": bool(self.fit_intercept), "standardize": bool(self.standardize), "balanced": self._balanced()}
-        forms = build_forms(stats, **opts)
-        full = build_full_form(stats, **opts)
+        fi, std, bal = bool(self.fit_intercept), bool(self.standardize), self._balanced()
+        forms = build_forms(stats, fit_intercept=fi, standardize=std, balanced=bal)
+        full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
         alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
         per_target = bool(self.alpha_per_target)
         support = np.ones(stats.n_features, dtype=bool)
@@ -265,7 +267,7 @@ class _StreamRidgeBase(BaseEstimator):
         return self
 
     def _select(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
-        from .selection import run_selection
+        from .selection import run_selection  # type: ignore[attr-defined]
 
         res = run_selection(self, forms, alphas, per_target=per_target)
         self.selection_path_ = res.path

@@ -40,6 +40,8 @@ from .errors import FoldError
 from .parallel import map_folds
 from .stats import FoldStats, merge
 
+_FIELDS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+
 
 @dataclass
 class Forms:
@@ -124,14 +126,14 @@ def class_factors(count: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray:
 def _merge_classes(stats: FoldStats, factors: np.ndarray) -> FoldStats:
     """Merge the C class cells of a 1 x C stats object into one cell, class c scaled by factors[c]."""
     s = stats.scaled(factors[None, :])
-    out = FoldStats(*(getattr(s, a)[:, :1] for a in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")))
+    out = FoldStats.from_arrays([getattr(s, a)[:, :1] for a in _FIELDS])
     for c in range(1, stats.n_classes):
-        out = merge(out, FoldStats(*(getattr(s, a)[:, c : c + 1] for a in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"))))
+        out = merge(out, FoldStats.from_arrays([getattr(s, a)[:, c : c + 1] for a in _FIELDS]))
     return out
 
 
 def _fold_rows(stats: FoldStats, k: int) -> FoldStats:
-    return FoldStats(*(getattr(stats, a)[k : k + 1] for a in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")))
+    return FoldStats.from_arrays([getattr(stats, a)[k : k + 1] for a in _FIELDS])
 
 
 def training_parts(stats: FoldStats) -> list[FoldStats]:
@@ -150,10 +152,15 @@ def training_parts(stats: FoldStats) -> list[FoldStats]:
     for k in range(K - 2, -1, -1):
         nxt = suffix[k + 1]
         suffix[k] = folds[k + 1] if nxt is None else merge(folds[k + 1], nxt)
-    parts = []
+    parts: list[FoldStats] = []
     for k in range(K):
         p, s = prefix[k], suffix[k]
-        parts.append(p if s is None else s if p is None else merge(p, s))  # type: ignore[arg-type]
+        if p is None or s is None:
+            one = p if s is None else s
+            assert one is not None
+            parts.append(one)
+        else:
+            parts.append(merge(p, s))
     return parts
 
 

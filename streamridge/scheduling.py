@@ -102,5 +102,5 @@ def _local_workers(spec: str) -> int:
 def _client_workers(client: Any) -> int:
     try:
         return max(1, sum(client.nthreads().values()))
-    except Exception:  # noqa: BLE001 - a client that cannot answer counts as one worker
+    except Exception:
         return 1

@@ -87,6 +87,11 @@ class FoldStats:
             meta=dict(meta or {}),
         )
 
+    @classmethod
+    def from_arrays(cls, arrays: list[np.ndarray] | tuple[np.ndarray, ...], meta: dict[str, Any] | None = None) -> FoldStats:
+        """Build from arrays in the order weight, count, mean_x, mean_y, sxx, sxy, syy."""
+        return cls(**dict(zip(_ARRAYS, arrays)), meta=dict(meta or {}))
+
     @property
     def n_folds(self) -> int:
         """Number of folds K."""
@@ -114,11 +119,11 @@ class FoldStats:
 
     def copy(self) -> FoldStats:
         """Deep copy."""
-        return FoldStats(*(getattr(self, a).copy() for a in _ARRAYS), meta=json.loads(json.dumps(self.meta)))
+        return FoldStats.from_arrays([getattr(self, a).copy() for a in _ARRAYS], json.loads(json.dumps(self.meta)))
 
     def cell(self, k: int, c: int) -> FoldStats:
         """Statistics of one cell as a 1 x 1 FoldStats."""
-        return FoldStats(*(getattr(self, a)[k : k + 1, c : c + 1].copy() for a in _ARRAYS), meta={})
+        return FoldStats.from_arrays([getattr(self, a)[k : k + 1, c : c + 1].copy() for a in _ARRAYS])
 
     def scaled(self, factor: np.ndarray) -> FoldStats:
         """Cells re-weighted by ``factor`` (shape (n_folds, n_classes)): weights and co-moments scale, means do not."""
@@ -172,7 +177,7 @@ def chunk_stats(
         return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
     cells = np.asarray(cells, dtype=np.int64)
     if n_cells == 1 or np.all(cells == cells[0]):
-        groups = [(int(cells[0]), None)]
+        groups: list[tuple[int, np.ndarray | None]] = [(int(cells[0]), None)]
     else:
         order = np.argsort(cells, kind="stable")
         bounds = np.flatnonzero(np.diff(cells[order])) + 1
@@ -223,8 +228,8 @@ def from_chunk(
     cells = folds * n_classes + (0 if classes is None else classes)
     arrays = chunk_stats(X, Y, np.asarray(cells), n_folds * n_classes, weights)
     K, C = n_folds, n_classes
-    shaped = [a.reshape((K, C) + a.shape[1:]) for a in arrays]
-    return FoldStats(*shaped, meta=dict(meta or {}))
+    shaped = [a.reshape((K, C, *a.shape[1:])) for a in arrays]
+    return FoldStats.from_arrays(shaped, meta)
 
 
 def merge(a: FoldStats, b: FoldStats) -> FoldStats:
@@ -331,7 +336,7 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
         )
     meta.pop("format", None)
     meta.pop("format_version", None)
-    return FoldStats(*arrays, meta=meta)
+    return FoldStats.from_arrays(arrays, meta)
 
 
 def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
@@ -339,7 +344,7 @@ def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:

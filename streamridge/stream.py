@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import InputError, NonFiniteError
 from .folds import FoldScheme
-from .stats import FoldStats, from_chunk, merge
+from .stats import FoldStats, from_chunk
 
 
 @dataclass(frozen=True)

@@ -32,4 +32,4 @@ def fold_errors(forms: Forms, alphas: np.ndarray, *, solver: str = "eigen") -> n
     return fn(forms, alphas)
 
 
-__all__ = ["SOLVERS", "fold_errors", "fold_errors_eigen", "fold_errors_covariance", "solve_full"]
+__all__ = ["SOLVERS", "fold_errors", "fold_errors_covariance", "fold_errors_eigen", "solve_full"]
