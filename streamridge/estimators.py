@@ -252,7 +252,9 @@ class _StreamRidgeBase(BaseEstimator):
             E = fold_errors(forms, alphas, solver=self.solver)
             idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
         else:
-            E, idx, support = self._select(forms, alphas, per_target)
+            support = self._select(forms, full, alphas, per_target)
+            E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
+            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
         alpha = alphas[idx]
         coef = np.zeros((stats.n_targets, stats.n_features))
         if support.any():
@@ -266,13 +268,31 @@ class _StreamRidgeBase(BaseEstimator):
         self.timings_ = {"pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": time.perf_counter() - t0}
         return self
 
-    def _select(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
-        from .selection import run_selection  # type: ignore[attr-defined]
+    def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
+        """Run the selection path; sets selection attributes and returns the support mask."""
+        from .selection import op_rr, select_features
 
-        res = run_selection(self, forms, alphas, per_target=per_target)
-        self.selection_path_ = res.path
+        opts = {
+            "max_features": self.max_features,
+            "min_features": self.min_features,
+            "force": tuple(int(f) for f in (self.force_features or ())),
+            "one_se": self.alpha_rule == "1se",
+            "alpha_per_target": per_target,
+        }
+        if self.selection == "op-rr":
+            res = op_rr(forms, full, alphas, **opts)
+        else:
+            res = select_features(forms, alphas, direction=self.selection, patience=self.patience, **opts)
+        table = res.as_table()
+        alpha_col = np.array([s.alpha if np.ndim(s.alpha) == 0 else np.nan for s in res.steps])
+        path = np.zeros(len(table), dtype=[*table.dtype.descr[:2], ("alpha", "f8"), *table.dtype.descr[2:]])
+        for name in table.dtype.names or ():
+            path[name] = table[name]
+        path["alpha"] = alpha_col
+        self.selection_path_ = path
+        self.selection_best_step_ = int(res.best_step)
         self.selected_features_ = np.asarray(res.selected, dtype=np.int64)
-        return res.fold_errors, res.alpha_index, res.support
+        return np.asarray(res.support, dtype=bool)
 
     def _set_fitted(self, stats, alphas, E, alpha, coef, intercept, support) -> None:  # type: ignore[no-untyped-def]
         self.alphas_ = np.asarray(alphas)
@@ -335,6 +355,8 @@ _COMMON_DOC = """
         Stop the selection path early.
     force_features : sequence of int or None
         Features that always stay in the model.
+    patience : int or None
+        Stop the selection path after this many steps without improvement.
     chunk_rows : int or None
         Rows per chunk of the data pass (None: from a memory budget).
     scheduler : None, "threads", "processes", "sync", "local:N", address or Client
@@ -363,11 +385,17 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     n_folds_ : int
     stats_ : FoldStats
     support_ : array of bool of shape (n_features,)
+        Features of the final model (all unless ``selection``).
+    selected_features_ : array of int
+        With ``selection``: the final set, most important first.
+    selection_path_ : structured array
+        With ``selection``: per step the feature added/removed, set size, lambda,
+        CV error and its standard error (step 0 is the starting set).
     timings_ : dict
     """
     )
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -381,6 +409,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         self.max_features = max_features
         self.min_features = min_features
         self.force_features = force_features
+        self.patience = patience
         self.chunk_rows = chunk_rows
         self.scheduler = scheduler
         self.progress = progress
@@ -401,7 +430,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         groups : array of shape (n_samples,) or None
         sample_weight : array of shape (n_samples,) or None
         """
-        for attr in ("stats_", "selection_path_", "selected_features_"):
+        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_"):
             self.__dict__.pop(attr, None)
         return self._fit(X, y, groups, sample_weight, partial=False)
 
@@ -436,7 +465,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
 
     _classifier = True
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -451,6 +480,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         self.max_features = max_features
         self.min_features = min_features
         self.force_features = force_features
+        self.patience = patience
         self.chunk_rows = chunk_rows
         self.scheduler = scheduler
         self.progress = progress
@@ -471,7 +501,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeClassifierCV:
         """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
-        for attr in ("stats_", "selection_path_", "selected_features_"):
+        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_"):
             self.__dict__.pop(attr, None)
         self._balanced()
         return self._fit(X, y, groups, sample_weight, partial=False)
