@@ -1,4 +1,4 @@
-"""Command line: ``streamridge fit | predict | info | demo``.
+"""Command line: ``streamridge fit | stats | merge | predict | info | demo``.
 
 Every error a user can cause prints one line ``streamridge: error: MESSAGE`` on
 stderr and exits with code 2 (``--debug`` shows the traceback instead); a
@@ -38,13 +38,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the traceback of errors")
 
 
-def _add_fit(sub: Any) -> None:
-    p = sub.add_parser("fit", help="fit a ridge model with K-fold lambda search in one pass over the rows")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
-    src.add_argument(
-        "--stats", metavar="STATSFILE", help="fit from statistics saved by --save-stats (no pass)"
-    )
+def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> None:
+    """Options of the data pass shared by ``fit`` and ``stats``: data, names, folds, scheduler."""
+    if with_stats_input:
+        src = p.add_mutually_exclusive_group(required=True)
+        src.add_argument("--data", metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
+        src.add_argument("--stats", metavar="STATSFILE", help="fit from saved statistics (no pass over rows)")
+    else:
+        p.add_argument("--data", required=True, metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
     p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
     p.add_argument("--y", default="y", metavar="NAME", help="name of y (default y)")
     p.add_argument("--groups", metavar="NAME", help="name of the group id array (one id per row)")
@@ -53,30 +54,62 @@ def _add_fit(sub: Any) -> None:
     cv.add_argument("--folds", type=int, default=5, metavar="K", help="K folds (default 5)")
     cv.add_argument("--leave-group-out", action="store_true", help="one fold per group (needs --groups)")
     cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
-    p.add_argument(
-        "--alphas", type=float, nargs="+", metavar="A", help="lambda grid (default: 50 log-spaced)"
-    )
+    p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
+    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk of the pass")
+    p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
+    p.add_argument("--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes")
+    p.add_argument("--skip-nonfinite", action="store_true", help="drop rows with NaN/inf instead of failing")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def _add_fit(sub: Any) -> None:
+    p = sub.add_parser("fit", help="fit a ridge model with K-fold lambda search in one pass over the rows")
+    _add_pass_options(p, with_stats_input=True)
+    p.add_argument("--alphas", type=float, nargs="+", metavar="A", help="lambda grid (default: 50 log-spaced)")
     p.add_argument("--alpha-per-target", action="store_true", help="one lambda per target")
     p.add_argument("--standardize", action="store_true", help="scale features to unit variance per fold")
     p.add_argument("--no-intercept", action="store_true", help="fit no intercept")
-    p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
     p.add_argument("--balanced", action="store_true", help="class-balanced weights (with --classify)")
-    p.add_argument("--select", choices=("forward", "backward"), help="feature selection")
+    p.add_argument("--select", choices=("forward", "backward", "op-rr"), help="feature selection")
     p.add_argument("--max-features", type=_positive_int, metavar="N")
     p.add_argument("--min-features", type=_positive_int, metavar="N")
+    p.add_argument("--force", type=int, nargs="+", metavar="J", help="feature indices that must stay in")
+    p.add_argument("--patience", type=_positive_int, metavar="N", help="stop selection after N steps without gain")
     p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
     p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
-    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk of the pass")
-    p.add_argument(
-        "--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address"
-    )
-    p.add_argument("--skip-nonfinite", action="store_true", help="drop rows with NaN/inf instead of failing")
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
+    _common(p)
+
+
+def _rows_range(text: str) -> tuple[int, int]:
+    start, sep, stop = text.partition(":")
+    try:
+        lo, hi = int(start or 0), int(stop) if stop else 2**62
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be START:STOP (row numbers); got {text}") from None
+    if not sep or lo < 0 or hi <= lo:
+        raise argparse.ArgumentTypeError(f"must be START:STOP with 0 <= START < STOP; got {text}")
+    return lo, hi
+
+
+def _add_stats(sub: Any) -> None:
+    p = sub.add_parser("stats", help="run only the data pass and save the statistics (a shard with --rows)")
+    _add_pass_options(p, with_stats_input=False)
+    p.add_argument("--rows", type=_rows_range, metavar="START:STOP", help="only these rows (global fold ids)")
+    p.add_argument("--out", required=True, metavar="STATSFILE", help="statistics file to write (.npz)")
+    _common(p)
+
+
+def _add_merge(sub: Any) -> None:
+    p = sub.add_parser("merge", help="merge statistics of disjoint shards into one file")
+    p.add_argument("inputs", nargs="+", metavar="STATSFILE")
+    p.add_argument("--out", required=True, metavar="STATSFILE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    p.add_argument("--quiet", action="store_true", help="no summary")
     _common(p)
 
 
@@ -120,15 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_fit, _add_predict, _add_info, _add_demo):
+    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_demo):
         add(sub)
     return parser
 
 
 # ---------------------------------------------------------------------- helpers
-def _check_out(path: str, what: str) -> str:
-    """Fail before any work when the output cannot be written."""
+def _check_out(path: str, what: str, *, data: str | None = None) -> str:
+    """Fail before any work when the output cannot be written (or would replace the input)."""
     target = os.path.abspath(path)
+    if data is not None and os.path.abspath(data) == target:
+        raise ParameterError(f"the output {path} is the input data; choose another --out")
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"cannot write {what} {path}: directory {parent} does not exist")
@@ -153,25 +188,29 @@ def _estimator(args: argparse.Namespace) -> Any:
     else:
         cv = args.folds
     params: dict[str, Any] = {
-        "alphas": args.alphas,
+        "alphas": getattr(args, "alphas", None),
         "cv": cv,
         "n_blocks": args.blocks if args.blocks is not None else 5,
-        "fit_intercept": not args.no_intercept,
-        "standardize": args.standardize,
-        "alpha_per_target": args.alpha_per_target,
+        "fit_intercept": not getattr(args, "no_intercept", False),
+        "standardize": getattr(args, "standardize", False),
+        "alpha_per_target": getattr(args, "alpha_per_target", False),
         "random_state": args.seed,
-        "solver": args.solver,
-        "alpha_rule": "1se" if args.one_se else "min",
-        "selection": args.select,
-        "max_features": args.max_features,
-        "min_features": args.min_features,
+        "solver": getattr(args, "solver", "eigen"),
+        "alpha_rule": "1se" if getattr(args, "one_se", False) else "min",
+        "selection": getattr(args, "select", None),
+        "max_features": getattr(args, "max_features", None),
+        "min_features": getattr(args, "min_features", None),
+        "force_features": getattr(args, "force", None),
+        "patience": getattr(args, "patience", None),
         "chunk_rows": args.chunk_rows,
         "scheduler": args.scheduler,
+        "checkpoint": args.checkpoint,
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
     }
     if args.classify:
-        return StreamRidgeClassifierCV(class_weight="balanced" if args.balanced else None, **params)
+        balanced = getattr(args, "balanced", False)
+        return StreamRidgeClassifierCV(class_weight="balanced" if balanced else None, **params)
     return StreamRidgeCV(**params)
 
 
@@ -180,14 +219,14 @@ def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
     from .report import estimator_summary, scheme_text
 
     scheme = estimator._spec.scheme.to_dict()
-    classes = estimator._spec.classes
+    classes = None if estimator._spec.classes is None else estimator.classes_.tolist()
     selected = getattr(estimator, "selected_features_", None)
     return {
         "data": data,
         "rows": int(estimator.stats_.n_rows),
         "features": int(estimator.n_features_in_),
         "targets": int(estimator._spec.n_targets),
-        "classes": None if classes is None else list(classes),
+        "classes": classes,
         "folds": int(estimator.n_folds_),
         "fold_scheme": scheme_text(scheme),
         "alpha": estimator.alpha_,
@@ -208,7 +247,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise ParameterError("--balanced needs --classify")
     if args.leave_group_out and args.groups is None and args.data is not None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
-    out = _check_out(args.out, "model")
+    out = _check_out(args.out, "model", data=args.data)
     if args.save_stats:
         _check_out(args.save_stats, "statistics")
     est = _estimator(args)
@@ -220,16 +259,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         est.fit_stats(stats)
         description = f"statistics file {args.stats}"
     else:
-        from .sources import open_source
-
-        source = open_source(
-            args.data,
-            x=args.x,
-            y=args.y,
-            groups=args.groups,
-            sample_weight=args.weights,
-            chunk_rows=args.chunk_rows,
-        )
+        source = _open(args)
         est.fit(source)
         description = source.description
     save_model(est, out, include_stats=args.include_stats)
@@ -315,7 +345,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .sources import open_source, write_hdf5, write_zarr
 
     model = load_model(args.model)
-    out = _check_out(args.out, "predictions")
+    out = _check_out(args.out, "predictions", data=args.data)
     source = open_source(args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False)
     X = source.X
     if int(X.shape[1]) != model.n_features_in_:
@@ -415,7 +445,57 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"fit": cmd_fit, "predict": cmd_predict, "info": cmd_info, "demo": cmd_demo}
+def _open(args: argparse.Namespace) -> Any:
+    from .sources import open_source
+
+    return open_source(
+        args.data, x=args.x, y=args.y, groups=args.groups, sample_weight=args.weights, chunk_rows=args.chunk_rows
+    )
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``streamridge stats``: the data pass only (optionally a row shard), statistics saved atomically."""
+    from .stats import save_stats
+
+    if args.leave_group_out and args.groups is None:
+        raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
+    out = _check_out(args.out, "statistics", data=args.data)
+    est = _estimator(args)
+    source = _open(args)
+    stats = est.compute_stats(source, rows=args.rows)
+    save_stats(stats, out)
+    if not args.quiet or args.json:
+        t = est.timings_
+        facts = {
+            "data": source.description, "rows": stats.n_rows, "row_ranges": stats.meta.get("row_ranges"),
+            "features": stats.n_features, "folds": stats.n_folds, "classes": stats.meta.get("classes"),
+            "pass_s": t["pass_s"], "rows_per_s": t["rows_per_s"], "stats": out,
+        }
+        text = (
+            f"statistics of {facts['rows']:,} rows {facts['row_ranges']} x {facts['features']} features, "
+            f"{facts['folds']} folds, pass {t['pass_s']:.2f} s ({t['rows_per_s']:,.0f} rows/s) -> {out}"
+        )
+        _emit(facts if args.json else text, as_json=args.json)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``streamridge merge``: pairwise (Chan) merge of shard statistics; incompatible shards are refused."""
+    from .stats import load_stats, merge_all, save_stats
+
+    out = _check_out(args.out, "statistics")
+    merged = merge_all([load_stats(p) for p in args.inputs])
+    save_stats(merged, out)
+    if not args.quiet or args.json:
+        facts = {"inputs": list(args.inputs), "rows": merged.n_rows, "row_ranges": merged.meta.get("row_ranges"), "stats": out}
+        text = f"merged {len(args.inputs)} files: {merged.n_rows:,} rows {facts['row_ranges']} -> {out}"
+        _emit(facts if args.json else text, as_json=args.json)
+    return 0
+
+
+_COMMANDS = {
+    "fit": cmd_fit, "stats": cmd_stats, "merge": cmd_merge, "predict": cmd_predict, "info": cmd_info, "demo": cmd_demo,
+}
 
 
 # ---------------------------------------------------------------------- entry point

@@ -28,6 +28,17 @@ from .stream import PassReport, PassSpec, accumulate
 _SELECTIONS = (None, "forward", "backward", "op-rr")
 
 
+def _slice_rows(src: Any, start: int, stop: int) -> Any:
+    """The same source restricted to rows [start, stop)."""
+    import dataclasses
+
+    sl = {n: None if getattr(src, n) is None else getattr(src, n)[start:stop] for n in ("X", "y", "groups", "sample_weight")}
+    desc = f"{getattr(src, 'description', 'data')} rows {start}:{stop}"
+    if dataclasses.is_dataclass(src):
+        return dataclasses.replace(src, description=desc, **sl)  # type: ignore[type-var]
+    return type(src)(**{**vars(src), **sl})
+
+
 def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
@@ -158,6 +169,46 @@ class _StreamRidgeBase(BaseEstimator):
 
     # ------------------------------------------------------------------ public API
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
+        report = PassReport()
+        stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        if partial and hasattr(self, "stats_"):
+            stats = merge(self.stats_, stats)
+        self.stats_ = stats
+        if partial and stats.count.sum(axis=1).min() == 0:
+            raise FoldError(
+                f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; "
+                "call partial_fit with more rows before predicting"
+            )
+        return self._fit_stats(stats, report)
+
+    def compute_stats(
+        self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, *, rows: tuple[int, int] | None = None
+    ) -> FoldStats:
+        """Run only the data pass and return its statistics (no model selection).
+
+        Parameters
+        ----------
+        X, y, groups, sample_weight : as in ``fit``
+        rows : (start, stop) or None
+            Process only this row range of the data (a shard).  Folds are those of
+            the whole data (global row indices), so the statistics of disjoint
+            shards merge (:func:`streamridge.merge`) into those of one pass.
+
+        Returns
+        -------
+        FoldStats
+            With ``meta["row_ranges"] = [[start, stop]]``.
+        """
+        report = PassReport()
+        stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows)
+        self.timings_ = {"pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0}
+        return stats
+
+    def _run_pass(
+        self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport,
+        rows: tuple[int, int] | None = None,
+    ) -> FoldStats:
+        """Validate the input, fix folds/classes on the first call and accumulate statistics."""
         self._check_params()
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
@@ -181,18 +232,19 @@ class _StreamRidgeBase(BaseEstimator):
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
-        report = PassReport()
+        n = int(src.X.shape[0])
+        if rows is not None:
+            start, stop = int(rows[0]), min(int(rows[1]), n)
+            if not 0 <= start < stop:
+                raise ParameterError(f"rows must be START:STOP with 0 <= START < STOP <= {n}; got {rows[0]}:{rows[1]}")
+            src = _slice_rows(src, start, stop)
+            offset = start
         meta = self._meta(src)
-        stats = accumulate(src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report)
-        if not first:
-            stats = merge(self.stats_, stats)
-        self.stats_ = stats
-        if partial and stats.count.sum(axis=1).min() == 0:
-            raise FoldError(
-                f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; "
-                "call partial_fit with more rows before predicting"
-            )
-        return self._fit_stats(stats, report)
+        meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
+        return accumulate(
+            src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
+            checkpoint=None if partial else self.checkpoint,
+        )
 
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
@@ -208,6 +260,7 @@ class _StreamRidgeBase(BaseEstimator):
             "n_targets": spec.n_targets,
             "task": "classification" if self._classifier else "regression",
             "feature_names": list(src.feature_names) if getattr(src, "feature_names", None) else None,
+            "target_names": list(src.target_names) if getattr(src, "target_names", None) else None,
             "y_1d": bool(self._y_1d),
             "streamridge_version": __version__,
         }
@@ -361,6 +414,9 @@ _COMMON_DOC = """
         Rows per chunk of the data pass (None: from a memory budget).
     scheduler : None, "threads", "processes", "sync", "local:N", address or Client
         Where the data pass runs.
+    checkpoint : path or None
+        Directory for a resumable pass: completed chunks are saved every few
+        seconds; refitting with the same data and options resumes (``fit`` only).
     progress : bool
         Show a progress bar during the pass.
     skip_nonfinite : bool
@@ -395,7 +451,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     """
     )
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -412,6 +468,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         self.patience = patience
         self.chunk_rows = chunk_rows
         self.scheduler = scheduler
+        self.checkpoint = checkpoint
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
 
@@ -465,7 +522,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
 
     _classifier = True
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -483,6 +540,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         self.patience = patience
         self.chunk_rows = chunk_rows
         self.scheduler = scheduler
+        self.checkpoint = checkpoint
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
 

@@ -30,13 +30,16 @@ def default_alphas(A: np.ndarray, n_alphas: int = DEFAULT_N_ALPHAS, span: tuple[
     """Log-spaced grid scaled to the spectrum of the full training form ``A``.
 
     The grid runs from ``span[0]`` to ``span[1]`` times the mean eigenvalue
-    ``trace(A) / N`` of X'X (centered, scaled as the model sees it), so it
-    adapts to the units of the data.
+    ``trace(A) / N`` of X'X (centered, scaled as the model sees it, rounded to
+    3 significant digits), so it adapts to the units of the data.
     """
     N = A.shape[0]
     scale = float(np.trace(A)) / max(N, 1)
     if not np.isfinite(scale) or scale <= 0:
         scale = 1.0
+    # 3 significant digits: the grid must not change with rounding-level differences of
+    # the statistics (chunking, merge order, shards), or chosen lambdas would differ in the last bit
+    scale = float(f"{scale:.3g}")
     return scale * np.logspace(np.log10(span[0]), np.log10(span[1]), n_alphas)
 
 

@@ -15,6 +15,7 @@ Layout of a model file (``np.savez``, read back with ``allow_pickle=False``):
     fold_weight        (n_folds, n_classes) weight of every (fold, class) cell
     classes            (n_classes,) classifier labels (int, float, bool or str)
     selected_features  (n_selected,) when a feature selection ran
+    selection_path     (n_steps,) structured array of the selection steps, when a selection ran
     stats_<name>       the FoldStats arrays, with ``include_stats=True``
 
 The header holds ``format`` ("streamridge-model"), ``format_version``, the
@@ -153,6 +154,9 @@ def _model_arrays(estimator: Any, stats: FoldStats | None) -> dict[str, np.ndarr
         if labels.dtype.kind not in "biufU":
             labels = labels.astype(str)
         arrays["classes"] = labels
+    path = getattr(estimator, "selection_path_", None)
+    if isinstance(path, np.ndarray) and path.dtype.kind != "O" and not path.dtype.hasobject:
+        arrays["selection_path"] = path
     if hasattr(estimator, "selected_features_"):
         arrays["selected_features"] = np.asarray(estimator.selected_features_, dtype=np.int64)
     return arrays
@@ -199,8 +203,9 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     selected = getattr(estimator, "selected_features_", None)
     header["selected_features"] = None if selected is None else [int(i) for i in selected]
     if path is not None:
-        safe = json_safe(path)
-        header["selection_path"] = safe if safe is not UNSAFE else json_safe(path, str)
+        header["selection_path"] = encode_path(path)
+    best = getattr(estimator, "selection_best_step_", None)
+    header["selection_best_step"] = None if best is None else int(best)
     if header["stats_meta"] is UNSAFE:
         header["stats_meta"] = json_safe(meta, str)
     return header
@@ -341,8 +346,12 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     est.support_ = arrays["support"].astype(bool)
     est.n_folds_ = int(header["n_folds"])
     est.timings_ = {k: (float("nan") if v is None else v) for k, v in (header.get("timings") or {}).items()}
-    if header.get("selection_path") is not None:
-        est.selection_path_ = header["selection_path"]
+    if "selection_path" in arrays:
+        est.selection_path_ = arrays["selection_path"]
+    elif header.get("selection_path") is not None:
+        est.selection_path_ = decode_path(header["selection_path"])
+    if header.get("selection_best_step") is not None:
+        est.selection_best_step_ = int(header["selection_best_step"])
     if "selected_features" in arrays:
         est.selected_features_ = arrays["selected_features"]
     if header.get("has_stats"):
@@ -359,3 +368,59 @@ def _labels(values: list[Any], dtype: str | None) -> np.ndarray:
     if dtype is not None and np.dtype(dtype).kind in "biufU":
         return np.asarray(values, dtype=dtype)
     return np.asarray(values)
+
+
+# ---------------------------------------------------------------------- selection path
+def encode_path(path: Any) -> dict[str, Any]:
+    """JSON form of ``selection_path_``: a structured array, a SelectionResult, a list of Step, or JSON.
+
+    Returns
+    -------
+    dict
+        ``{"kind": "table" | "result" | "steps" | "json", "value": ...}``; a table
+        is a list of row dicts (the array itself is stored beside the header).
+    """
+    from .selection import SelectionResult, Step
+
+    if isinstance(path, np.ndarray) and path.dtype.names:
+        rows = [{name: row[name] for name in path.dtype.names} for row in path]
+        return {"kind": "table", "value": json_safe(rows, str)}
+    if isinstance(path, SelectionResult):
+        return {"kind": "result", "value": json_safe(path, str)}
+    if isinstance(path, (list, tuple)) and path and all(isinstance(s, Step) for s in path):
+        return {"kind": "steps", "value": json_safe(list(path), str)}
+    return {"kind": "json", "value": json_safe(path, str)}
+
+
+def _step(d: dict[str, Any]) -> Any:
+    from .selection import Step
+
+    alpha = d["alpha"]
+    return Step(
+        feature=int(d["feature"]),
+        n_features=int(d["n_features"]),
+        alpha=np.asarray(alpha, dtype=np.float64) if isinstance(alpha, list) else float(alpha),
+        cv_error=float("nan") if d["cv_error"] is None else float(d["cv_error"]),
+        fold_errors=np.asarray(d["fold_errors"], dtype=np.float64),
+    )
+
+
+def decode_path(obj: Any) -> Any:
+    """Inverse of :func:`encode_path` (the path objects of :mod:`streamridge.selection`)."""
+    if not isinstance(obj, dict) or "kind" not in obj:
+        return obj
+    value: Any = obj.get("value")
+    if obj["kind"] == "steps":
+        return [_step(d) for d in value]
+    if obj["kind"] == "result":
+        from .selection import SelectionResult
+
+        return SelectionResult(
+            direction=value["direction"],
+            steps=[_step(d) for d in value["steps"]],
+            best_step=int(value["best_step"]),
+            support=np.asarray(value["support"], dtype=bool),
+            selected=np.asarray(value["selected"], dtype=np.int64),
+            alphas=np.asarray(value["alphas"], dtype=np.float64),
+        )
+    return value

@@ -234,14 +234,45 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if cv:
         lines += _lambda_lines(cv)
         lines += _fold_lines(cv)
-    path_ = header.get("selection_path")
-    if path_:
-        lines.append(
-            f"selection   path of {len(path_)} step(s)" if isinstance(path_, list) else f"selection   {path_}"
-        )
-        for step in path_[:MAX_FOLD_LINES] if isinstance(path_, list) else []:
-            lines.append(f"            {step}")
+    lines += _path_lines(
+        header.get("selection_path"), header.get("feature_names"), header.get("selection_best_step")
+    )
     if header.get("selected_features") is not None:
         lines.append(f"selected    {_short(header['selected_features'])}")
     lines.append(f"statistics  {'embedded (re-selectable)' if header.get('has_stats') else 'not embedded'}")
     return "\n".join(lines)
+
+
+def _path_steps(obj: Any) -> list[dict[str, Any]]:
+    """Steps (dicts) of a selection path as stored in a model header (``model_io.encode_path``)."""
+    if not isinstance(obj, dict):
+        return []
+    value = obj.get("value")
+    if obj.get("kind") == "result" and isinstance(value, dict):
+        return list(value.get("steps") or [])
+    if obj.get("kind") in ("steps", "table") and isinstance(value, list):
+        return value
+    return []
+
+
+def _path_lines(obj: Any, names: list[str] | None, best: int | None = None) -> list[str]:
+    if obj is None:
+        return []
+    steps = _path_steps(obj)
+    if not steps:
+        return [f"selection   {obj.get('value') if isinstance(obj, dict) else obj}"]
+    if obj.get("kind") == "result":
+        best = obj["value"].get("best_step")
+    lines = [f"selection   {len(steps)} step(s)       feature  n_features     CV error    lambda"]
+    for i, step in enumerate(steps[:MAX_FOLD_LINES]):
+        f = int(step.get("feature", -1))
+        name = "(start)" if f < 0 else (names[f] if names and f < len(names) else str(f))
+        alpha = step.get("alpha")
+        a = _g(alpha) if not isinstance(alpha, list) else f"{_g(min(alpha))}..{_g(max(alpha))}"
+        mark = " *" if i == best else ""
+        lines.append(
+            f"            {i:>4} {name:>16} {step.get('n_features'):>11} {_g(step.get('cv_error')):>12} {a:>9}{mark}"
+        )
+    if len(steps) > MAX_FOLD_LINES:
+        lines.append(f"            ... ({len(steps) - MAX_FOLD_LINES} more steps)")
+    return lines

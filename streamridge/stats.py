@@ -265,8 +265,28 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     if np.any(only_b):
         out.mean_x[only_b] = b.mean_x[only_b]
         out.mean_y[only_b] = b.mean_y[only_b]
+    ra, rb = a.meta.get("row_ranges"), b.meta.get("row_ranges")
+    if ra and rb:
+        out.meta["row_ranges"] = _union_ranges(ra, rb)
     if "rows_seen" in a.meta or "rows_seen" in b.meta:
         out.meta["rows_seen"] = max(int(a.meta.get("rows_seen", 0)), int(b.meta.get("rows_seen", 0)))
+    return out
+
+
+def _union_ranges(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
+    """Union of two lists of disjoint [start, stop) row ranges; overlap is an error (rows counted twice)."""
+    ranges = sorted([list(map(int, r)) for r in a] + [list(map(int, r)) for r in b])
+    out: list[list[int]] = []
+    for lo, hi in ranges:
+        if out and lo < out[-1][1]:
+            raise IncompatibleStatsError(
+                f"statistics overlap in rows [{lo}, {min(hi, out[-1][1])}): those rows would be counted twice; "
+                "merge statistics of disjoint row ranges only"
+            )
+        if out and lo == out[-1][1]:
+            out[-1][1] = hi
+        else:
+            out.append([lo, hi])
     return out
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError, NonFiniteError
+from .errors import InputError, NonFiniteError, SchedulerError, SourceError, StreamRidgeError
 from .folds import FoldScheme
 from .stats import FoldStats, from_chunk
 
@@ -158,6 +158,27 @@ def _block(arr: Any, i: int) -> Any:
     return arr.blocks[i] if arr.ndim == 1 else arr.blocks[i, 0]
 
 
+class _ChunkCalls(Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]):
+    """``(blocks, (row_start, spec))`` of chunks ``first ..``, built when asked for.
+
+    Slicing a dask array per chunk costs time and a few KiB per block; building
+    them on demand keeps the memory of the pass independent of the chunk count.
+    """
+
+    def __init__(self, source: Any, starts: np.ndarray, first: int, spec: PassSpec) -> None:
+        self.source, self.starts, self.first, self.spec = source, starts, first, spec
+
+    def __len__(self) -> int:
+        return len(self.starts) - self.first
+
+    def __getitem__(self, j: Any) -> Any:
+        if not 0 <= j < len(self):
+            raise IndexError(j)
+        i, s = self.first + j, self.source
+        blocks = (_block(s.X, i), _block(s.y, i), _block(s.groups, i), _block(s.sample_weight, i))
+        return blocks, (int(self.starts[i]), self.spec)
+
+
 def spec_dict(spec: PassSpec) -> dict[str, Any]:
     """JSON description of a pass spec (checkpoint fingerprints)."""
     return {
@@ -227,16 +248,14 @@ def accumulate(
         if resumed is not None:
             base, done = resumed
             base.meta.pop("checkpoint", None)
-    calls = [
-        ((_block(X, i), _block(source.y, i), _block(source.groups, i), _block(source.sample_weight, i)), (int(starts[i]), spec))
-        for i in range(done, len(chunks))
-    ]
+    calls = _ChunkCalls(source, starts, done, spec)
     merger = TreeMerger(base)
     bar = _progress_bar(progress, int(X.shape[0]), initial=int(sum(chunks[:done])))
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
-            for j, part in enumerate(run_in_order(chunk_task, calls, sched, window=window)):
+            parts = run_in_order(chunk_task, calls, sched, window=window)
+            for j, part in enumerate(_named_failures(parts, source, starts, chunks, done)):
                 merger.push(part)
                 bar(chunks[done + j])
                 if ckpt is not None and fp is not None and done + j + 1 < len(chunks):
@@ -256,6 +275,38 @@ def accumulate(
     total.meta.update(meta or {})
     total.meta["rows_seen"] = row_offset + int(X.shape[0])
     return total
+
+
+def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[int], first: int) -> Any:
+    """Yield from ``parts``; turn a foreign exception of chunk i into a one-line :class:`SourceError`.
+
+    Errors of streamridge itself (bad values, a lost scheduler) pass unchanged;
+    anything else (a codec error of a corrupted or truncated chunk, an I/O error)
+    names the chunk's rows and the data set.  A cluster that lost every worker
+    raises :class:`SchedulerError`.
+    """
+    i = first
+    it = iter(parts)
+    while True:
+        try:
+            part = next(it)
+        except StopIteration:
+            return
+        except StreamRidgeError:
+            raise
+        except Exception as exc:
+            raise _chunk_error(exc, source, int(starts[i]), chunks[i], i) from exc
+        yield part
+        i += 1
+
+
+def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> StreamRidgeError:
+    lines = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    where = f"chunk {i} (rows {start}-{start + m - 1}) of {getattr(source, 'description', 'the data')}"
+    if type(exc).__module__.startswith("distributed"):
+        return SchedulerError(f"the dask cluster failed on {where}: {what}")
+    return SourceError(f"cannot read {where}: {what}; the stored chunk may be corrupted or truncated")
 
 
 def _progress_bar(progress: bool | Callable[[int], None], total: int, initial: int = 0) -> Callable[[int | None], None]:

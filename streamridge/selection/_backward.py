@@ -36,68 +36,87 @@ import numpy as np
 
 from ..forms import Forms
 from ..solvers.eigen import fold_errors_eigen
-from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, rank1_update, sse
+from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, product_then_downdate, sse
 
 
-class _FoldState:
-    """G, W, Q, h and SSE of one fold for a batch of lambdas (leading lambda axis).
+class _State:
+    """G, W, Q, h and SSE of all folds for a batch of lambdas: arrays of shape (K, R_b, ...).
 
-    Arrays are indexed by positions of ``pos`` (features of the last compaction);
-    removed positions are kept as exact zeros of G, W, Q and h until the next
-    compaction, so that every update runs on contiguous arrays.
+    Arrays are indexed by the positions of ``pos`` (the features at the last
+    compaction); removed positions stay as exact zeros of G, W, Q and h until
+    the next compaction, so every update runs on contiguous arrays.
     """
 
     __slots__ = ("Av", "Bv", "G", "Q", "W", "cv", "h", "sse")
 
-    def __init__(self, forms: Forms, k: int, pos: np.ndarray, alphas: np.ndarray) -> None:
-        ix = np.ix_(pos, pos)
-        self.Av, self.Bv, self.cv = forms.Av[k][ix], forms.Bv[k][pos], forms.cv[k]
-        G = inverse_stack(forms.At[k][ix], alphas)
+    def __init__(self, forms: Forms, pos: np.ndarray, alphas: np.ndarray) -> None:
+        ix = (slice(None), pos[:, None], pos[None, :])
+        self.Av, self.Bv, self.cv = forms.Av[ix], forms.Bv[:, pos], forms.cv
+        G = inverse_stack(forms.At[ix], alphas)
         self.G = G
-        self.W = np.matmul(G, forms.Bt[k][pos])
+        self.W = np.matmul(G, forms.Bt[:, None, pos])
         AvW = left(self.Av, self.W)
         self.sse = sse(self.W, AvW, self.Bv, self.cv)
-        self.Q = np.matmul(G, AvW - self.Bv)
+        self.Q = np.matmul(G, AvW - self.Bv[:, None])
         AvG = np.empty_like(G)
-        for r in range(G.shape[0]):
-            np.matmul(self.Av, G[r], out=AvG[r])
-        self.h = np.einsum("rij,rij->rj", G, AvG)
+        for k in range(G.shape[0]):
+            for r in range(G.shape[1]):
+                np.matmul(self.Av[k], G[k, r], out=AvG[k, r])
+        self.h = np.einsum("krij,krij->krj", G, AvG)
 
     def candidate_errors(self, alive: np.ndarray) -> np.ndarray:
-        """SSE of every one-feature removal, shape (R_b, n_c, T) (rows of removed positions are junk)."""
-        g = np.where(alive[None, :], np.einsum("rii->ri", self.G), 1.0)
-        c = self.W / g[:, :, None]
-        return self.sse[:, None, :] + c * (c * self.h[:, :, None] - 2.0 * self.Q)
+        """SSE of every one-feature removal summed over folds, shape (R_b, n_c, T).
 
-    def remove(self, j: int) -> None:
-        """Downdate for removing position j."""
+        Entries of removed positions are meaningless.
+        """
+        g = np.where(alive, np.einsum("krii->kri", self.G), 1.0)
+        c = self.W / g[..., None]
+        return (self.sse[:, :, None, :] + c * (c * self.h[..., None] - 2.0 * self.Q)).sum(axis=0)
+
+    def remove(self, j: int) -> float:
+        """Downdate for removing position j.
+
+        Returns
+        -------
+        float
+            Smallest ratio new / old of a remaining diagonal entry of G: the
+            fraction of significant digits the downdate's subtraction kept.
+        """
         G, W = self.G, self.W
-        u = G[:, :, j].copy()
-        g = u[:, j].copy()
-        c = W[:, j, :] / g[:, None]
-        W -= u[:, :, None] * c[:, None, :]
-        W[:, j, :] = 0.0
+        u = G[..., j].copy()  # (K, R, n)
+        g = u[..., j].copy()
+        before = np.einsum("krii->kri", G).copy()
+        c = W[..., j, :] / g[..., None]
+        W -= u[..., None] * c[..., None, :]
+        W[..., j, :] = 0.0
         AvW = left(self.Av, W)
         self.sse = sse(W, AvW, self.Bv, self.cv)
-        rhs = np.concatenate([np.matmul(u, self.Av)[:, :, None], AvW - self.Bv], axis=2)  # Av symmetric
-        Y = np.matmul(G, rhs)
-        y, GE = Y[:, :, 0], Y[:, :, 1:]
-        self.Q = GE - u[:, :, None] * (GE[:, j, :] / g[:, None])[:, None, :]
-        self.h += u * ((u * (y[:, j] / g)[:, None] - 2.0 * y) / g[:, None])
-        rank1_update(G, u, u / g[:, None])
-        G[:, j, :] = 0.0
-        G[:, :, j] = 0.0
-        self.Q[:, j] = 0.0
-        self.h[:, j] = 0.0
+        rhs = np.concatenate(
+            [np.matmul(u, self.Av)[..., None], AvW - self.Bv[:, None]], axis=3
+        )  # Av symmetric
+        Y = product_then_downdate(G, rhs, u, u / g[..., None])
+        y, GE = Y[..., 0], Y[..., 1:]
+        self.Q = GE - u[..., None] * (GE[..., j, :] / g[..., None])[..., None, :]
+        self.h += u * ((u * (y[..., j] / g)[..., None] - 2.0 * y) / g[..., None])
+        G[..., j, :] = 0.0
+        G[..., :, j] = 0.0
+        self.Q[..., j, :] = 0.0
+        self.h[..., j] = 0.0
+        after = np.einsum("krii->kri", G)
+        live = before > 0
+        live[..., j] = False
+        return float(np.min(after[live] / before[live], initial=1.0))
 
     def compact(self, keep: np.ndarray) -> None:
-        """Drop removed positions: keep the positions ``keep`` (ascending)."""
-        self.G = np.ascontiguousarray(np.take(np.take(self.G, keep, axis=1), keep, axis=2))
-        self.W = np.ascontiguousarray(self.W[:, keep])
-        self.Q = np.ascontiguousarray(self.Q[:, keep])
-        self.h = np.ascontiguousarray(self.h[:, keep])
-        self.Av = self.Av[np.ix_(keep, keep)]
-        self.Bv = self.Bv[keep]
+        """Keep only the positions ``keep`` (ascending)."""
+        K, R, n = self.G.shape[:3]
+        flat = (keep[:, None] * n + keep[None, :]).ravel()
+        self.G = np.take(self.G.reshape(K, R, n * n), flat, axis=2).reshape(K, R, keep.size, keep.size)
+        self.W = np.ascontiguousarray(self.W[:, :, keep])
+        self.Q = np.ascontiguousarray(self.Q[:, :, keep])
+        self.h = np.ascontiguousarray(self.h[:, :, keep])
+        self.Av = self.Av[:, keep[:, None], keep[None, :]]
+        self.Bv = self.Bv[:, keep]
 
 
 def state_bytes(n: int, K: int, T: int) -> int:
@@ -120,6 +139,8 @@ class BackwardEngine:
 
     #: compact the state when the live positions drop to this fraction of the arrays
     COMPACT = 0.8
+    #: rebuild the state when a downdate cancels a diagonal entry of G below this fraction
+    REFRESH = 1e-6
 
     def __init__(self, forms: Forms, alphas: np.ndarray, keep: tuple[int, ...], memory_budget: int) -> None:
         self.forms = forms
@@ -130,13 +151,13 @@ class BackwardEngine:
         self.alive = np.ones(N, dtype=bool)
         self.removable = np.ones(N, dtype=bool)
         self.removable[list(keep)] = False
-        self.states: list[_FoldState] | None = None
+        self.state: _State | None = None
         self.batches: list[slice] = []
         self._plan()
 
     def _plan(self) -> None:
         """Hold the state of all lambdas once it fits; until then, rebuild it by batches every step."""
-        if self.states is not None:
+        if self.state is not None:
             return
         R, K, T = self.alphas.shape[0], self.forms.n_folds, self.forms.Bt.shape[2]
         self.pos = self.pos[self.alive]
@@ -144,12 +165,12 @@ class BackwardEngine:
         per = state_bytes(self.pos.size, K, T)
         if per * R <= self.budget:
             self.batches = [slice(0, R)]
-            self.states = self._build(slice(0, R))
+            self.state = self._build(slice(0, R))
         else:
             self.batches = list(lambda_batches(R, per, self.budget))
 
-    def _build(self, sl: slice) -> list[_FoldState]:
-        return [_FoldState(self.forms, k, self.pos, self.alphas[sl]) for k in range(self.forms.n_folds)]
+    def _build(self, sl: slice) -> _State:
+        return _State(self.forms, self.pos, self.alphas[sl])
 
     def _mask(self) -> np.ndarray:
         return self.alive & self.removable[self.pos]
@@ -161,28 +182,26 @@ class BackwardEngine:
         mask = self._mask()
         acc = GridMin(per_target)
         for sl in self.batches:
-            states = self.states if self.states is not None else self._build(sl)
-            total = states[0].candidate_errors(self.alive)
-            for st in states[1:]:
-                total += st.candidate_errors(self.alive)
-            acc.add(total[:, mask])
+            state = self.state if self.state is not None else self._build(sl)
+            acc.add(state.candidate_errors(self.alive)[:, mask])
         return acc.result()
 
     def apply(self, feature: int) -> None:
         j = int(np.flatnonzero(self.pos == feature)[0])
         self.alive[j] = False
-        if self.states is None:
+        if self.state is None:
             self._plan()
             return
-        for st in self.states:
-            st.remove(j)
-        if self.alive.sum() <= self.COMPACT * self.alive.size:
+        kept = self.state.remove(j)
+        if kept < self.REFRESH:  # cancellation: rebuild from a fresh eigendecomposition
+            self.state = None
+            self._plan()
+        elif self.alive.sum() <= self.COMPACT * self.alive.size:
             keep = np.flatnonzero(self.alive)
-            for st in self.states:
-                st.compact(keep)
+            self.state.compact(keep)
             self.pos, self.alive = self.pos[keep], np.ones(keep.size, dtype=bool)
 
     def fold_errors(self) -> np.ndarray:
-        if self.states is None:  # no state held: one eigendecomposition per fold
+        if self.state is None:  # no state held: one eigendecomposition per fold
             return fold_errors_eigen(self.forms.subset(self.pos[self.alive]), self.alphas)
-        return np.stack([st.sse for st in self.states], axis=1)
+        return self.state.sse.transpose(1, 0, 2).copy()

@@ -88,39 +88,69 @@ def lambda_batches(R: int, per_lambda_bytes: int, budget: int) -> Iterator[slice
 
 
 def inverse_stack(A: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """``(A + lambda I)^-1`` for every lambda from one eigendecomposition, shape (R, n, n).
+    """``(A[k] + lambda I)^-1`` for every fold and lambda, shape (K, R, n, n).
 
-    Eigenvalues are clipped at zero as in :mod:`streamridge.solvers.eigen`.
+    One eigendecomposition per fold, eigenvalues clipped at zero as in
+    :mod:`streamridge.solvers.eigen`, then one gemm per lambda.
     """
-    n = A.shape[0]
+    K, n = A.shape[0], A.shape[1]
+    out = np.empty((K, alphas.shape[0], n, n))
     if n == 0:
-        return np.zeros((alphas.shape[0], 0, 0))
-    d, C = np.linalg.eigh(A)
-    np.maximum(d, 0.0, out=d)
-    w = 1.0 / (d[None, :] + alphas[:, None])  # (R, n)
-    Ct = np.ascontiguousarray(C.T)
-    out = np.empty((alphas.shape[0], n, n))
-    for r in range(alphas.shape[0]):  # one gemm each: faster than a broadcast matmul
-        np.matmul(C * w[r], Ct, out=out[r])
+        return out
+    for k in range(K):
+        d, C = np.linalg.eigh(A[k])
+        np.maximum(d, 0.0, out=d)
+        w = 1.0 / (d[None, :] + alphas[:, None])  # (R, n)
+        Ct = np.ascontiguousarray(C.T)
+        for r in range(alphas.shape[0]):  # one gemm each: faster than a broadcast matmul
+            np.matmul(C * w[r], Ct, out=out[k, r])
     return out
 
 
 def left(A: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``A @ X[r]`` for every r as one gemm; A of shape (p, n), X of shape (R, n, T) -> (R, p, T)."""
-    R, n, T = X.shape
-    Y = A @ X.transpose(1, 0, 2).reshape(n, R * T)
-    return np.ascontiguousarray(Y.reshape(A.shape[0], R, T).transpose(1, 0, 2))
+    """``A[k] @ X[k, r]`` for every fold k and lambda r as K gemms.
+
+    A of shape (K, p, n), X of shape (K, R, n, T); returns shape (K, R, p, T).
+    """
+    K, R, n, T = X.shape
+    Y = np.matmul(A, X.transpose(0, 2, 1, 3).reshape(K, n, R * T))
+    return np.ascontiguousarray(Y.reshape(K, A.shape[1], R, T).transpose(0, 2, 1, 3))
 
 
 def rank1_update(M: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
-    """``M[r] -= x[r] y[r]'`` in place for every r (BLAS ger; M of shape (R, p, q) C-contiguous per r)."""
-    if not all(M[r].flags.c_contiguous for r in range(M.shape[0])):
-        M -= x[:, :, None] * y[:, None, :]
+    """``M[i] -= x[i] y[i]'`` in place over all leading axes (BLAS ger when M[i] is C-contiguous)."""
+    if M.size == 0:
         return
-    for r in range(M.shape[0]):
-        ger(-1.0, y[r], x[r], a=M[r].T, overwrite_a=1)
+    lead = list(np.ndindex(M.shape[:-2]))
+    if not all(M[i].flags.c_contiguous for i in lead[:1]):
+        M -= x[..., :, None] * y[..., None, :]
+        return
+    for i in lead:
+        ger(-1.0, y[i], x[i], a=M[i].T, overwrite_a=1)
+
+
+def product_then_downdate(G: np.ndarray, rhs: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``Y = G @ rhs`` with the old G, then ``G -= u v'`` in place, one matrix at a time.
+
+    G of shape (K, R, n, n) C-contiguous, rhs of shape (K, R, n, p), u and v of
+    shape (K, R, n).  Doing both while ``G[k, r]`` sits in cache halves the
+    memory traffic of a separate batched product and update.
+    """
+    Y = np.empty(rhs.shape)
+    if not G.flags.c_contiguous or G.size == 0:
+        np.matmul(G, rhs, out=Y)
+        G -= u[..., :, None] * v[..., None, :]
+        return Y
+    for i in np.ndindex(G.shape[:-2]):
+        np.matmul(G[i], rhs[i], out=Y[i])
+        ger(-1.0, v[i], u[i], a=G[i].T, overwrite_a=1)
+    return Y
 
 
 def sse(W: np.ndarray, AvW: np.ndarray, Bv: np.ndarray, cv: np.ndarray) -> np.ndarray:
-    """``W' Av W - 2 W' Bv + cv`` per lambda and target, for W and Av W of shape (R, n, T)."""
-    return np.einsum("rnt,rnt->rt", W, AvW) - 2.0 * np.einsum("rnt,nt->rt", W, Bv) + cv[None, :]
+    """``W' Av W - 2 W' Bv + cv`` per fold, lambda and target.
+
+    W and Av W of shape (K, R, n, T), Bv of shape (K, n, T), cv of shape (K, T);
+    returns shape (K, R, T).
+    """
+    return np.einsum("krnt,krnt->krt", W, AvW) - 2.0 * np.einsum("krnt,knt->krt", W, Bv) + cv[:, None, :]

@@ -37,85 +37,112 @@ import numpy as np
 
 from ..forms import Forms
 from ..solvers.eigen import fold_errors_eigen
-from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, sse
+from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, rank1_update, sse
 
 
-class _FoldState:
-    """Forward state of one fold for a batch of lambdas (leading lambda axis)."""
+class _State:
+    """Forward state of all folds for a batch of lambdas (arrays of shape (K, R_b, ...)).
 
-    __slots__ = ("W", "Z", "ZtE", "q", "r", "s", "sse")
+    ``Z`` lives in a buffer of shape (K, R_b, rows, cols): rows ``[0, ns)`` are
+    the selected features, columns ``[0, m)`` the live candidates (a chosen
+    candidate's column is replaced by the last live one); full-width rows keep
+    every per-lambda block contiguous for the in-place BLAS update.
+    """
 
-    def __init__(self, forms: Forms, k: int, sel: np.ndarray, cand: np.ndarray, alphas: np.ndarray) -> None:
-        At, Av = forms.At[k], forms.Av[k]
-        R, T = alphas.shape[0], forms.Bt.shape[2]
-        G = inverse_stack(At[np.ix_(sel, sel)], alphas)
-        AtSC, AvSC = At[np.ix_(sel, cand)], Av[np.ix_(sel, cand)]
-        self.Z = np.matmul(G, AtSC) if sel.size else np.zeros((R, 0, cand.size))
-        self.W = np.matmul(G, forms.Bt[k][sel]) if sel.size else np.zeros((R, 0, T))
-        AvSS, BvS = Av[np.ix_(sel, sel)], forms.Bv[k][sel]
-        AvW = np.matmul(AvSS, self.W)
-        self.sse = sse(self.W, AvW, BvS, forms.cv[k])
-        self.ZtE = np.matmul(self.Z.transpose(0, 2, 1), AvW - BvS)
-        self.s = np.diag(At)[cand][None, :] + alphas[:, None] - np.einsum("ij,rij->rj", AtSC, self.Z)
-        self.q = np.einsum("rij,rij->rj", self.Z, np.matmul(AvSS, self.Z))
-        self.r = np.einsum("ij,rij->rj", AvSC, self.Z)
+    __slots__ = ("W", "Z", "ZtE", "m", "ns", "q", "r", "s", "sse")
 
-    def candidate_errors(self, forms: Forms, k: int, sel: np.ndarray, cand: np.ndarray) -> np.ndarray:
-        """SSE of every one-feature addition, shape (R_b, m, T)."""
-        At, Av = forms.At[k], forms.Av[k]
-        delta = (forms.Bt[k][cand][None] - np.matmul(At[np.ix_(cand, sel)], self.W)) / self.s[:, :, None]
-        e = np.matmul(Av[np.ix_(cand, sel)], self.W) - forms.Bv[k][cand][None]
-        curv = self.q - 2.0 * self.r + np.diag(Av)[cand][None, :]
-        return self.sse[:, None, :] + delta * (2.0 * (e - self.ZtE) + delta * curv[:, :, None])
+    def __init__(
+        self, forms: Forms, sel: np.ndarray, cand: np.ndarray, alphas: np.ndarray, rows: int
+    ) -> None:
+        K, R, T = forms.n_folds, alphas.shape[0], forms.Bt.shape[2]
+        ns, m = sel.size, cand.size
+        self.ns, self.m = ns, m
+        At, Av = forms.At, forms.Av
+        AtSC, AvSC = At[:, sel[:, None], cand[None, :]], Av[:, sel[:, None], cand[None, :]]
+        AvSS = Av[:, sel[:, None], sel[None, :]]
+        self.Z = np.zeros((K, R, max(rows, ns + 1), m))
+        if ns:
+            G = inverse_stack(At[:, sel[:, None], sel[None, :]], alphas)
+            np.matmul(G, AtSC[:, None], out=self.Z[:, :, :ns])
+            self.W = np.matmul(G, forms.Bt[:, None, sel])
+        else:
+            self.W = np.zeros((K, R, 0, T))
+        Z = self.Z[:, :, :ns]
+        AvW = left(AvSS, self.W)
+        self.sse = sse(self.W, AvW, forms.Bv[:, sel], forms.cv)
+        self.ZtE = np.matmul(Z.transpose(0, 1, 3, 2), AvW - forms.Bv[:, None, sel])
+        diag = np.einsum("kjj->kj", At)[:, cand]
+        self.s = diag[:, None, :] + alphas[None, :, None] - np.einsum("kij,krij->krj", AtSC, Z)
+        self.q = np.einsum("krij,krij->krj", Z, np.matmul(AvSS[:, None], Z))
+        self.r = np.einsum("kij,krij->krj", AvSC, Z)
 
-    def add(self, forms: Forms, k: int, sel: np.ndarray, cand: np.ndarray, ip: int, alphas: np.ndarray) -> None:
+    def candidate_errors(self, forms: Forms, sel: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """SSE of every one-feature addition summed over folds, shape (R_b, m, T)."""
+        ix = (slice(None), cand[:, None], sel[None, :])
+        delta = (forms.Bt[:, None, cand] - left(forms.At[ix], self.W)) / self.s[..., None]
+        e = left(forms.Av[ix], self.W) - forms.Bv[:, None, cand]
+        curv = self.q - 2.0 * self.r + np.einsum("kjj->kj", forms.Av)[:, None, cand]
+        return (self.sse[:, :, None, :] + delta * (2.0 * (e - self.ZtE) + delta * curv[..., None])).sum(
+            axis=0
+        )
+
+    def add(self, forms: Forms, sel: np.ndarray, cand: np.ndarray, ip: int) -> None:
         """Update for adding the candidate at position ip of ``cand`` (sets before the addition)."""
-        At, Av = forms.At[k], forms.Av[k]
-        p, ns, T = int(cand[ip]), sel.size, self.W.shape[2]
-        zp, sp = self.Z[:, :, ip].copy(), self.s[:, ip].copy()
-        dp = (forms.Bt[k][p][None] - np.matmul(At[p, sel], self.W)) / sp[:, None]  # (R, T)
-        W = np.concatenate([self.W - zp[:, :, None] * dp[:, None, :], dp[:, None, :]], axis=1)
-        sel2 = np.append(sel, p)
-        BvS2 = forms.Bv[k][sel2]
-        AvW = np.matmul(Av[np.ix_(sel2, sel2)], W)
-        self.sse = sse(W, AvW, BvS2, forms.cv[k])
-        E2 = AvW - BvS2
-        self.W = W
-        R = zp.shape[0]
-        rhs = np.empty((R, ns, T + 3))
-        rhs[:, :, :T] = E2[:, :ns]
-        rhs[:, :, T] = np.matmul(zp, Av[np.ix_(sel, sel)])  # (Av_SS z_p)', Av symmetric
-        rhs[:, :, T + 1] = Av[sel, p][None]
-        rhs[:, :, T + 2] = At[sel, p][None]
-        M = np.matmul(self.Z.transpose(0, 2, 1), rhs)  # (R, m, T + 3)
-        rho = (At[p, cand][None] - M[:, :, T + 2]) / sp[:, None]
-        alpha, beta = M[:, :, T], M[:, :, T + 1]
-        qp, bp = self.q[:, ip].copy(), beta[:, ip].copy()
-        self.q += rho * (-2.0 * alpha + 2.0 * beta + rho * (qp - 2.0 * bp + Av[p, p])[:, None])
-        self.r += rho * (Av[p, cand][None] - np.matmul(zp, Av[np.ix_(sel, cand)]))
-        self.s -= sp[:, None] * rho * rho
-        self.ZtE = M[:, :, :T] + rho[:, :, None] * (E2[:, ns, :] - M[:, ip, :T])[:, None, :]
-        m, last = cand.size, cand.size - 1
+        At, Av = forms.At, forms.Av
+        p, ns, m, T = int(cand[ip]), self.ns, self.m, self.W.shape[3]
         Z = self.Z
-        Z[:, :, ip] = Z[:, :, last]
-        for a in (self.s, self.q, self.r, rho):
-            a[:, ip] = a[:, last]
-        self.ZtE[:, ip] = self.ZtE[:, last]
-        Zn = np.empty((R, ns + 1, m - 1))
-        np.multiply(zp[:, :, None], rho[:, None, : m - 1], out=Zn[:, :ns])
-        np.subtract(Z[:, :, : m - 1], Zn[:, :ns], out=Zn[:, :ns])
-        Zn[:, ns] = rho[:, : m - 1]
-        self.Z = Zn
-        self.s = np.ascontiguousarray(self.s[:, :last])
-        self.q = np.ascontiguousarray(self.q[:, :last])
-        self.r = np.ascontiguousarray(self.r[:, :last])
-        self.ZtE = np.ascontiguousarray(self.ZtE[:, :last])
+        zp, sp = Z[:, :, :ns, ip].copy(), self.s[..., ip].copy()  # (K, R, ns), (K, R)
+        dp = (forms.Bt[:, None, p] - np.einsum("kn,krnt->krt", At[:, p, sel], self.W)) / sp[..., None]
+        W = np.concatenate([self.W - zp[..., None] * dp[..., None, :], dp[..., None, :]], axis=2)
+        sel2 = np.append(sel, p)
+        BvS2 = forms.Bv[:, sel2]
+        AvW = left(Av[:, sel2[:, None], sel2[None, :]], W)
+        self.sse = sse(W, AvW, BvS2, forms.cv)
+        self.W = W
+        E2 = AvW - BvS2[:, None]
+        K, R = zp.shape[0], zp.shape[1]
+        rhs = np.empty((K, R, ns, T + 3))
+        rhs[..., :T] = E2[:, :, :ns]
+        rhs[..., T] = np.matmul(zp, Av[:, sel[:, None], sel[None, :]])  # (Av_SS z_p)', Av symmetric
+        rhs[..., T + 1] = Av[:, None, sel, p]
+        rhs[..., T + 2] = At[:, None, sel, p]
+        M = np.matmul(Z[:, :, :ns, :m].transpose(0, 1, 3, 2), rhs)  # (K, R, m, T + 3)
+        rho = np.zeros((K, R, Z.shape[3]))
+        rho[..., :m] = (At[:, None, p, cand] - M[..., T + 2]) / sp[..., None]
+        rm = rho[..., :m]
+        alpha, beta = M[..., T], M[..., T + 1]
+        qp, bp = self.q[..., ip].copy(), beta[..., ip].copy()
+        self.q += rm * (2.0 * (beta - alpha) + rm * (qp - 2.0 * bp + Av[:, None, p, p])[..., None])
+        self.r += rm * (Av[:, None, p, cand] - np.matmul(zp, Av[:, sel[:, None], cand[None, :]]))
+        self.s -= sp[..., None] * rm * rm
+        self.ZtE = M[..., :T] + rm[..., None] * (E2[:, :, ns, None, :] - M[:, :, ip, None, :T])
+        rank1_update(Z[:, :, :ns], zp, rho)
+        Z[:, :, ns] = rho
+        last = m - 1
+        Z[:, :, : ns + 1, ip] = Z[:, :, : ns + 1, last]
+        Z[:, :, : ns + 1, last] = 0.0
+        for a in (self.s, self.q, self.r):
+            a[..., ip] = a[..., last]
+        self.ZtE[..., ip, :] = self.ZtE[..., last, :]
+        self.s, self.q, self.r = (
+            self.s[..., :last].copy(),
+            self.q[..., :last].copy(),
+            self.r[..., :last].copy(),
+        )
+        self.ZtE = self.ZtE[..., :last, :].copy()
+        self.ns, self.m = ns + 1, last
+
+    def resize(self, rows: int) -> None:
+        """Reallocate Z with room for ``rows`` selected features and only the live columns."""
+        Z = np.zeros(self.Z.shape[:2] + (max(rows, self.ns + 1), self.m))
+        Z[:, :, : self.ns] = self.Z[:, :, : self.ns, : self.m]
+        self.Z = Z
 
 
-def state_bytes(ns: int, m: int, K: int, T: int) -> int:
-    """Bytes of forward state per lambda (n_s selected, m candidates), with one fold of work space."""
-    per_fold = ns * m + m * (T + 3) + ns * T + T
-    return DOUBLE * (K * per_fold + 2 * (ns + 1) * m + m * (T + 3) + (ns + 1) * (T + 3))
+def state_bytes(rows: int, m: int, K: int, T: int) -> int:
+    """Bytes of forward state per lambda (Z with ``rows`` rows, m candidates) with work space."""
+    per_fold = rows * m + m * (2 * T + 8) + rows * (2 * T + 3)
+    return DOUBLE * K * per_fold
 
 
 class ForwardEngine:
@@ -129,36 +156,58 @@ class ForwardEngine:
         Features selected at the start (the forced ones).
     memory_budget : int
         Bytes the per-lambda state may take.
+    max_features : int or None
+        Largest set the path will reach (bounds the row capacity of Z).
     """
 
-    def __init__(self, forms: Forms, alphas: np.ndarray, start: tuple[int, ...], memory_budget: int) -> None:
+    #: reallocate Z when the live candidates drop to this fraction of its columns
+    COMPACT = 0.75
+
+    def __init__(
+        self,
+        forms: Forms,
+        alphas: np.ndarray,
+        start: tuple[int, ...],
+        memory_budget: int,
+        max_features: int | None = None,
+    ) -> None:
         self.forms = forms
         self.alphas = alphas
         self.budget = memory_budget
         N = forms.At.shape[1]
+        self.max_rows = N if max_features is None else max_features
         self.sel = np.array(start, dtype=np.int64)
         mask = np.ones(N, dtype=bool)
         mask[list(start)] = False
         self.cand = np.flatnonzero(mask)
-        self.states: list[_FoldState] | None = None
+        self.state: _State | None = None
         self.batches: list[slice] = []
         self._plan()
+
+    def _rows(self) -> int:
+        ns = self.sel.size
+        return min(self.max_rows, ns + 1 + max(4, ns // 4))
 
     def _plan(self) -> None:
         """Hold the state of all lambdas while it fits the budget, else rebuild it by batches per step."""
         R, K, T = self.alphas.shape[0], self.forms.n_folds, self.forms.Bt.shape[2]
-        per = state_bytes(self.sel.size + 1, self.cand.size, K, T)
-        if per * R <= self.budget:
-            self.batches = [slice(0, R)]
-            if self.states is None:
-                self.states = self._build(slice(0, R))
-        else:
-            self.states = None
+        st = self.state
+        grow = st is not None and (st.ns + 1 > st.Z.shape[2] or st.m <= self.COMPACT * st.Z.shape[3])
+        rows = st.Z.shape[2] if st is not None and not grow else self._rows()
+        cols = st.Z.shape[3] if st is not None and not grow else self.cand.size
+        per = state_bytes(rows, cols, K, T)
+        if per * R > self.budget:
+            self.state = None
             self.batches = list(lambda_batches(R, per, self.budget))
+            return
+        self.batches = [slice(0, R)]
+        if st is None:
+            self.state = self._build(slice(0, R))
+        elif grow:
+            st.resize(rows)
 
-    def _build(self, sl: slice) -> list[_FoldState]:
-        a = self.alphas[sl]
-        return [_FoldState(self.forms, k, self.sel, self.cand, a) for k in range(self.forms.n_folds)]
+    def _build(self, sl: slice) -> _State:
+        return _State(self.forms, self.sel, self.cand, self.alphas[sl], self._rows())
 
     def candidates(self) -> np.ndarray:
         return self.cand
@@ -166,18 +215,14 @@ class ForwardEngine:
     def scores(self, per_target: bool) -> np.ndarray:
         acc = GridMin(per_target)
         for sl in self.batches:
-            states = self.states if self.states is not None else self._build(sl)
-            total = states[0].candidate_errors(self.forms, 0, self.sel, self.cand)
-            for k, st in enumerate(states[1:], start=1):
-                total += st.candidate_errors(self.forms, k, self.sel, self.cand)
-            acc.add(total)
+            state = self.state if self.state is not None else self._build(sl)
+            acc.add(state.candidate_errors(self.forms, self.sel, self.cand))
         return acc.result()
 
     def apply(self, feature: int) -> None:
         ip = int(np.flatnonzero(self.cand == feature)[0])
-        if self.states is not None:
-            for k, st in enumerate(self.states):
-                st.add(self.forms, k, self.sel, self.cand, ip, self.alphas)
+        if self.state is not None:
+            self.state.add(self.forms, self.sel, self.cand, ip)
         self.sel = np.append(self.sel, feature)
         self.cand[ip] = self.cand[-1]
         self.cand = self.cand[:-1].copy()
@@ -185,9 +230,9 @@ class ForwardEngine:
             self._plan()
 
     def fold_errors(self) -> np.ndarray:
-        if self.states is None:
+        if self.state is None:
             if self.sel.size == 0:
                 R = self.alphas.shape[0]
                 return np.broadcast_to(self.forms.cv[None], (R,) + self.forms.cv.shape).copy()
             return fold_errors_eigen(self.forms.subset(self.sel), self.alphas)
-        return np.stack([st.sse for st in self.states], axis=1)
+        return self.state.sse.transpose(1, 0, 2).copy()

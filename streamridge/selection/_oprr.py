@@ -42,7 +42,9 @@ def lars_ranking(A: np.ndarray, B: np.ndarray, n_samples: float) -> np.ndarray:
     """
     b = B if B.ndim == 1 else B.sum(axis=1)
     N = A.shape[0]
-    _, active, _ = lars_path_gram(b.copy(), A.copy(), n_samples=max(1, round(float(n_samples))), max_iter=N, method="lar")
+    _, active, _ = lars_path_gram(
+        b.copy(), A.copy(), n_samples=max(1, round(float(n_samples))), max_iter=N, method="lar"
+    )
     order = [int(f) for f in active]
     rest = sorted(set(range(N)) - set(order), key=lambda f: (-abs(b[f]), f))
     return np.array(order + rest, dtype=np.int64)
@@ -93,7 +95,9 @@ def op_rr(
         memory_budget=memory_budget,
     )
     if full.A.shape[0] != opts.n_features:
-        raise ParameterError(f"full has {full.A.shape[0]} features but forms has {opts.n_features}; build both from the same statistics")
+        raise ParameterError(
+            f"full has {full.A.shape[0]} features but forms has {opts.n_features}; build both from the same statistics"
+        )
     fixed = set(opts.force)
     ranking = list(opts.force) + [int(f) for f in lars_ranking(full.A, full.B, full.n) if f not in fixed]
     engine = ForwardEngine(F, a, opts.force, opts.memory_budget)

@@ -32,7 +32,11 @@ class Options:
 
 
 def _int_in(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= int(value) <= hi:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Integral)
+        or not lo <= int(value) <= hi
+    ):
         raise ParameterError(f"{name} must be an integer in [{lo}, {hi}]; got {name}={value!r}")
     return int(value)
 
@@ -87,7 +91,9 @@ def check_options(
     lo_default = 0 if direction != "backward" else 1
     lo = lo_default if min_features is None else _int_in("min_features", min_features, 1, N)
     if lo > hi:
-        raise ParameterError(f"min_features must be <= max_features; got min_features={lo}, max_features={hi}")
+        raise ParameterError(
+            f"min_features must be <= max_features; got min_features={lo}, max_features={hi}"
+        )
     if len(fixed) > hi:
         raise ParameterError(
             f"max_features must be >= the {len(fixed)} forced features; got max_features={hi}"
@@ -97,5 +103,7 @@ def check_options(
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol >= 0):
         raise ParameterError(f"tol must be a finite number >= 0; got tol={tol!r}")
     budget = _int_in("memory_budget", memory_budget, 1, 2**62)
-    opts = Options(direction, N, hi, lo, fixed, patience, float(tol), bool(one_se), bool(alpha_per_target), budget)
+    opts = Options(
+        direction, N, hi, lo, fixed, patience, float(tol), bool(one_se), bool(alpha_per_target), budget
+    )
     return F, a, opts

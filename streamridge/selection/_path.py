@@ -57,7 +57,9 @@ def run_path(engine: Engine, alphas: np.ndarray, opts: Options, n_start: int) ->
     return steps
 
 
-def finish(direction: str, steps: list[Step], opts: Options, alphas: np.ndarray, start: Sequence[int]) -> SelectionResult:
+def finish(
+    direction: str, steps: list[Step], opts: Options, alphas: np.ndarray, start: Sequence[int]
+) -> SelectionResult:
     """Choose the final set and build the result."""
     N = opts.n_features
     best = best_step(steps, opts.min_features, opts.max_features, opts.one_se)

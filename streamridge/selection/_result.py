@@ -108,7 +108,9 @@ class SelectionResult:
         return np.array(rows, dtype=dt)
 
 
-def make_step(feature: int, n_features: int, errors: np.ndarray, alphas: np.ndarray, per_target: bool) -> Step:
+def make_step(
+    feature: int, n_features: int, errors: np.ndarray, alphas: np.ndarray, per_target: bool
+) -> Step:
     """Record the set reached by a step from its fold errors of shape (R, K, T)."""
     idx = choose(errors, alphas, per_target=per_target)
     cv_error = float(criterion(errors.sum(axis=1), per_target))

@@ -1,0 +1,318 @@
+"""The command line, run in-process through ``cli.main`` and once as ``python -m streamridge``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from streamridge import cli
+from streamridge.model_io import load_model, read_model
+from streamridge.sources import open_source, write_zarr
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def store(tmp_path, rng):
+    """A small regression data set with groups, in a zarr store."""
+    X = rng.standard_normal((600, 5)).astype(np.float32)
+    y = X @ rng.standard_normal(5) + 0.2 * rng.standard_normal(600)
+    groups = np.repeat(np.arange(6), 100)
+    return write_zarr(
+        tmp_path / "d.zarr", X, y, groups, chunk_rows=128, feature_names=[f"f{i}" for i in range(5)]
+    )
+
+
+def run(capsys, *argv):
+    """Run the CLI in-process; return (exit code, stdout, stderr)."""
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def leftovers(directory):
+    return sorted(n for n in os.listdir(directory) if n.startswith((".tmp-", ".old-")))
+
+
+# ---------------------------------------------------------------------- fit
+def test_fit_json(store, tmp_path, capsys):
+    model = tmp_path / "m.npz"
+    code, out, err = run(capsys, "fit", "--data", store, "--out", model, "--json", "--folds", "4")
+    assert code == 0, err
+    facts = json.loads(out)
+    assert facts["alpha"] > 0 and facts["rows"] == 600 and facts["features"] == 5 and facts["folds"] == 4
+    assert len(facts["cv"]["fold_sse"]) == 4 and facts["cv"]["cv_r2"] > 0.9
+    assert set(facts["timings"]) >= {"pass_s", "solve_s", "rows_per_s"}
+    assert facts["model"] == str(model) and model.exists()
+    assert load_model(model).alpha_ == facts["alpha"]
+
+
+def test_fit_text_summary_leave_group_out(store, tmp_path, capsys):
+    model = tmp_path / "m.npz"
+    code, out, _ = run(
+        capsys, "fit", "--data", store, "--groups", "groups", "--leave-group-out", "--out", model,
+        "--alphas", "0.01", "0.1", "1", "10", "--quiet",
+    )  # fmt: skip
+    assert code == 0 and out == ""
+    code, out, _ = run(
+        capsys, "fit", "--data", store, "--groups", "groups", "--leave-group-out", "--out", model
+    )
+    assert code == 0
+    for text in (
+        "zarr store",
+        "rows",
+        "leave one group out",
+        "lambda",
+        "CV error",
+        "RMSE",
+        "pass",
+        str(model),
+    ):
+        assert text in out
+    assert load_model(model).n_folds_ == 6
+
+
+def test_fit_equals_estimator(store, tmp_path, capsys):
+    from streamridge import StreamRidgeCV
+
+    model = tmp_path / "m.npz"
+    code, _, _ = run(
+        capsys, "fit", "--data", store, "--out", model, "--standardize", "--seed", "3", "--quiet"
+    )
+    assert code == 0
+    est = StreamRidgeCV(standardize=True, random_state=3).fit(open_source(store))
+    np.testing.assert_allclose(load_model(model).coef_, est.coef_, rtol=1e-12)
+
+
+def test_fit_from_saved_statistics(store, tmp_path, capsys):
+    model, stats, again = tmp_path / "m.npz", tmp_path / "s.npz", tmp_path / "m2.npz"
+    code, _, err = run(
+        capsys, "fit", "--data", store, "--out", model, "--save-stats", stats, "--include-stats", "--quiet"
+    )
+    assert code == 0, err
+    for source in (stats, model):
+        code, out, err = run(
+            capsys, "fit", "--stats", source, "--out", again, "--alphas", "0.1", "1", "--json"
+        )
+        assert code == 0, err
+        assert json.loads(out)["cv"]["n_alphas"] == 2
+    np.testing.assert_array_equal(load_model(again).alphas_, [0.1, 1.0])
+
+
+def test_fit_classifier_and_predict_labels(tmp_path, rng, capsys):
+    X = rng.standard_normal((400, 4))
+    labels = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5]) * 10
+    store = write_zarr(tmp_path / "c.zarr", X, labels)
+    model, preds = tmp_path / "c.npz", tmp_path / "p.zarr"
+    code, _, err = run(capsys, "fit", "--data", store, "--classify", "--balanced", "--out", model, "--quiet")
+    assert code == 0, err
+    est = load_model(model)
+    assert est.classes_.tolist() == [0, 10, 20] and est.class_weight == "balanced"
+    code, _, err = run(
+        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--scores", "--quiet"
+    )
+    assert code == 0, err
+    group = zarr.open_group(str(preds), mode="r")
+    np.testing.assert_array_equal(group["predictions"][:], est.predict(X))
+    np.testing.assert_allclose(group["scores"][:], est.decision_function(X), rtol=1e-12)
+    assert (group["predictions"][:] == labels).mean() > 0.6  # chance: 1/3
+
+
+# ---------------------------------------------------------------------- predict
+@pytest.mark.parametrize("name", ["p.zarr", "p.h5"])
+def test_predict_writes_estimator_predictions(store, tmp_path, capsys, name):
+    model, preds = tmp_path / "m.npz", tmp_path / name
+    assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
+    code, out, err = run(
+        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--chunk-rows", "50"
+    )
+    assert code == 0, err
+    assert "600 rows" in out
+    if name.endswith(".h5"):
+        import h5py
+
+        with h5py.File(preds, "r") as f:
+            values = f["predictions"][:]
+    else:
+        values = zarr.open_group(str(preds), mode="r")["predictions"][:]
+    assert values.shape == (600,)
+    X = open_source(store).X  # dask, with the feature names of the store
+    np.testing.assert_allclose(values, load_model(model).predict(X).compute(), rtol=1e-12)
+    assert leftovers(tmp_path) == []
+
+
+def test_predict_two_targets(tmp_path, rng, capsys):
+    X = rng.standard_normal((300, 3))
+    Y = X @ rng.standard_normal((3, 2))
+    store = write_zarr(tmp_path / "d2.zarr", X, Y)
+    model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
+    assert run(capsys, "fit", "--data", store, "--out", model, "--alpha-per-target", "--quiet")[0] == 0
+    code, out, _ = run(capsys, "predict", "--model", model, "--data", store, "--out", preds, "--json")
+    assert code == 0 and json.loads(out)["shape"] == [300, 2]
+    values = zarr.open_group(str(preds), mode="r")["predictions"][:]
+    np.testing.assert_allclose(values, load_model(model).predict(X), rtol=1e-12)
+
+
+def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch):
+    from streamridge.estimators import StreamRidgeCV
+
+    model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
+    assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
+    original = StreamRidgeCV.predict
+
+    def failing(self, X):
+        def boom(block, block_info=None):
+            if block_info[0]["chunk-location"][0] == 2:
+                raise ValueError("disk on fire")
+            return block
+
+        out = original(self, X)
+        return out.map_blocks(boom, dtype=out.dtype, meta=np.empty((0,)))
+
+    monkeypatch.setattr(StreamRidgeCV, "predict", failing)
+    code, _, err = run(
+        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--chunk-rows", "100"
+    )
+    assert code == 2 and "disk on fire" in err
+    assert not preds.exists() and leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------- info, demo, subprocess
+def test_info_text_and_json(store, tmp_path, capsys):
+    model = tmp_path / "m.npz"
+    assert run(capsys, "fit", "--data", store, "--out", model, "--folds", "3", "--quiet")[0] == 0
+    code, out, _ = run(capsys, "info", model)
+    assert code == 0
+    for text in ("streamridge-model v1", "StreamRidgeCV", "f0, f1", "lambda", "CV error", "folds       3"):
+        assert text in out
+    code, out, _ = run(capsys, "info", model, "--json")
+    header = json.loads(out)
+    assert header == read_model(model)[0] and header["n_features_in"] == 5
+
+
+def test_demo_quick(tmp_path, capsys):
+    out_dir = tmp_path / "demo"
+    code, out, err = run(
+        capsys, "demo", "--quick", "--series", "3", "--rows-per-series", "400", "--out", out_dir, "--json"
+    )
+    assert code == 0, err
+    facts = json.loads(out)
+    assert facts["rows"] == 1200 and facts["features"] == 200 and facts["folds"] == 3
+    assert facts["test_nrmse"] < 0.6
+    assert (out_dir / "narma10.zarr").is_dir() and (out_dir / "model.npz").is_file()
+    source = open_source(out_dir / "narma10.zarr", groups="groups")
+    assert source.feature_names[:2] == ["r0", "r1"] and source.groups is not None
+
+
+def test_python_dash_m(store, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    model = tmp_path / "m.npz"
+    cmd = [sys.executable, "-m", "streamridge", "fit", "--data", store, "--out", str(model), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["alpha"] > 0
+    bad = [
+        sys.executable,
+        "-m",
+        "streamridge",
+        "fit",
+        "--data",
+        str(tmp_path / "nope.zarr"),
+        "--out",
+        "x.npz",
+    ]
+    proc = subprocess.run(bad, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("streamridge: error:") and proc.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------- errors
+def _expect_error(capsys, argv, *, contains=""):
+    code, _out, err = run(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("streamridge: error: "), err
+    assert "Traceback" not in err and contains in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "contains"),
+    [
+        (["--alphas", "-1", "2"], "alphas must be positive"),
+        (["--folds", "1"], "cv must be an int >= 2"),
+        (["--x", "features"], "it has: X, groups, y"),
+        (["--y", "target"], "'target' not found"),
+        (["--leave-group-out"], "needs --groups"),
+        (["--balanced"], "--balanced needs --classify"),
+        (["--folds", "1000"], "use fewer folds"),
+    ],
+)
+def test_fit_errors_leave_no_model(store, tmp_path, capsys, extra, contains):
+    model = tmp_path / "m.npz"
+    _expect_error(capsys, ["fit", "--data", store, "--out", model, *extra], contains=contains)
+    assert not model.exists() and leftovers(tmp_path) == []
+
+
+def test_fit_missing_data_file(tmp_path, capsys):
+    _expect_error(
+        capsys, ["fit", "--data", tmp_path / "nope.zarr", "--out", tmp_path / "m.npz"], contains="nope.zarr"
+    )
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_fit_error_during_pass_leaves_no_model(tmp_path, rng, capsys):
+    X = rng.standard_normal((300, 3))
+    X[250, 1] = np.nan
+    store = write_zarr(tmp_path / "nan.zarr", X, rng.standard_normal(300), chunk_rows=50)
+    model = tmp_path / "m.npz"
+    _expect_error(capsys, ["fit", "--data", store, "--out", model, "--quiet"], contains="NaN")
+    assert not model.exists() and leftovers(tmp_path) == []
+
+
+def test_fit_unwritable_output_fails_before_the_pass(store, tmp_path, capsys):
+    _expect_error(
+        capsys, ["fit", "--data", store, "--out", tmp_path / "no" / "m.npz"], contains="does not exist"
+    )
+
+
+def test_predict_wrong_number_of_features(store, tmp_path, rng, capsys):
+    model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
+    assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
+    other = write_zarr(tmp_path / "o.zarr", rng.standard_normal((50, 7)))
+    _expect_error(
+        capsys, ["predict", "--model", model, "--data", other, "--out", preds], contains="7 features"
+    )
+    assert not preds.exists()
+
+
+@pytest.mark.parametrize("what", ["missing", "text"])
+def test_bad_model_files(store, tmp_path, capsys, what):
+    model = tmp_path / "m.npz"
+    if what == "text":
+        model.write_text("not a model")
+    _expect_error(capsys, ["info", model])
+    _expect_error(capsys, ["predict", "--model", model, "--data", store, "--out", tmp_path / "p.zarr"])
+
+
+def test_usage_errors_exit_2(capsys):
+    assert cli.main(["fit", "--data", "x.zarr"]) == 2  # --out is required
+    assert "required" in capsys.readouterr().err
+    assert cli.main(["fit", "--data", "x", "--stats", "y", "--out", "m"]) == 2
+    assert cli.main(["nonsense"]) == 2
+    assert cli.main(["fit", "--data", "x", "--out", "m", "--chunk-rows", "0"]) == 2
+    assert cli.main(["--version"]) == 0
+
+
+def test_debug_shows_traceback(tmp_path, capsys):
+    code, _, err = run(
+        capsys, "fit", "--data", tmp_path / "nope.zarr", "--out", tmp_path / "m.npz", "--debug"
+    )
+    assert code == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("streamridge: error:")
