@@ -1,0 +1,67 @@
+"""``streamridge stats`` / ``merge`` / ``fit --stats``: shards by rows equal one pass."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from streamridge import load_model, load_stats
+from streamridge.cli import main
+from streamridge.sources import write_zarr
+
+
+@pytest.fixture
+def store(tmp_path, rng):
+    X = rng.standard_normal((2400, 7)).astype(np.float32)
+    y = X @ rng.standard_normal(7) + rng.standard_normal(2400)
+    g = (np.arange(2400) // 100).astype(np.int32)
+    return write_zarr(str(tmp_path / "d.zarr"), X, y, groups=g, chunk_rows=300)
+
+
+@pytest.mark.parametrize("folds", [["--folds", "4"], ["--leave-group-out", "--groups", "groups"], ["--blocks", "3"]])
+def test_shards_merge_equal_one_pass(tmp_path, store, folds, capsys):
+    s1, s2, s = (str(tmp_path / f) for f in ("s1.npz", "s2.npz", "s.npz"))
+    assert main(["stats", "--data", store, *folds, "--rows", "0:1000", "--out", s1, "--quiet"]) == 0
+    assert main(["stats", "--data", store, *folds, "--rows", "1000:", "--out", s2, "--quiet"]) == 0
+    assert main(["merge", s2, s1, "--out", s, "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["rows"] == 2400 and facts["row_ranges"] == [[0, 2400]]
+    m_whole, m_merged = str(tmp_path / "w.npz"), str(tmp_path / "m.npz")
+    assert main(["fit", "--data", store, *folds, "--out", m_whole, "--save-stats", str(tmp_path / "w_stats.npz"), "--quiet"]) == 0
+    assert main(["fit", "--stats", s, "--out", m_merged, "--quiet"]) == 0
+    whole, merged = load_stats(tmp_path / "w_stats.npz"), load_stats(s)
+    for f in ("sxx", "sxy", "syy", "mean_x"):
+        a, b = getattr(whole, f), getattr(merged, f)
+        assert np.abs(a - b).max() <= 1e-12 * np.abs(a).max()
+    a, b = load_model(m_whole), load_model(m_merged)
+    assert a.alpha_ == b.alpha_
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-10)
+
+
+def test_overlapping_or_incompatible_shards_refused(tmp_path, store, capsys):
+    s1, s2, s3 = (str(tmp_path / f) for f in ("s1.npz", "s2.npz", "s3.npz"))
+    main(["stats", "--data", store, "--rows", "0:1500", "--out", s1, "--quiet"])
+    main(["stats", "--data", store, "--rows", "1000:2400", "--out", s2, "--quiet"])
+    main(["stats", "--data", store, "--rows", "1500:2400", "--seed", "3", "--out", s3, "--quiet"])
+    capsys.readouterr()
+    out = str(tmp_path / "s.npz")
+    assert main(["merge", s1, s2, "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "counted twice" in err and err.count("\n") == 1
+    assert main(["merge", s1, s3, "--out", out]) == 2
+    assert "scheme" in capsys.readouterr().err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_stats_with_checkpoint_resumes_to_same_result(tmp_path, store):
+    ck = tmp_path / "ck"
+    a, b = str(tmp_path / "a.npz"), str(tmp_path / "b.npz")
+    assert main(["stats", "--data", store, "--checkpoint", str(ck), "--out", a, "--quiet"]) == 0
+    assert (ck / "checkpoint.npz").exists()
+    # a rerun finds a complete checkpoint and gives the same statistics without reading rows again
+    assert main(["stats", "--data", store, "--checkpoint", str(ck), "--out", b, "--quiet"]) == 0
+    np.testing.assert_array_equal(load_stats(a).sxx, load_stats(b).sxx)
+    # other options with the same checkpoint are refused
+    assert main(["stats", "--data", store, "--seed", "9", "--checkpoint", str(ck), "--out", b, "--quiet"]) == 2
