@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 from . import __version__
 from .errors import FoldError, InputError, ParameterError
@@ -110,10 +110,17 @@ class _StreamRidgeBase(BaseEstimator):
                     f"{self.n_features_in_} features as input"
                 )
             return src
-        X, y = validate_data(
-            self, X, y, reset=reset, dtype="numeric", ensure_all_finite=False,
-            multi_output=not self._classifier, y_numeric=not self._classifier,
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        # finiteness is checked chunk by chunk in the pass (errors name the rows; skip_nonfinite drops them)
+        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+        y = check_array(
+            y, ensure_2d=False, dtype=None if self._classifier else "numeric", ensure_all_finite=False,
+            input_name="y", ensure_min_samples=0,
         )
+        check_consistent_length(X, y)
+        if y.ndim > 2:
+            raise InputError(f"y must be 1-D or 2-D (n_samples, n_targets); got shape {y.shape}")
         if self._classifier:
             y = self._encode_labels(column_or_1d(y, warn=True), labels, reset=reset)
         if sample_weight is not None:
