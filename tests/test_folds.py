@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ def test_hash_folds_independent_of_chunking_and_balanced(K):
     s = FoldScheme("hash", K, seed=11)
     whole = s.assign(0, 1000)
     cuts = [0, 1, 8, 9, 250, 777, 1000]
-    pieces = np.concatenate([s.assign(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])])
+    pieces = np.concatenate([s.assign(a, b - a) for a, b in itertools.pairwise(cuts)])
     np.testing.assert_array_equal(whole, pieces)
     counts = np.bincount(whole, minlength=K)
     assert counts.max() - counts.min() <= 1

@@ -1,0 +1,158 @@
+"""A real dask.distributed cluster (``dask scheduler`` / ``dask worker`` subprocesses) reached by address."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamridge import StreamRidgeCV
+from streamridge.errors import SchedulerError, SourceError
+from streamridge.sources import open_source
+from streamridge.stream import accumulate
+
+from .scale_utils import assert_stats_close, damage_chunk, make_store, regression_spec, slow_copy
+
+pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parents[1]
+DASK = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+WORKER = [sys.executable, "-m", "distributed.cli.dask_worker"]
+
+
+class Cluster:
+    """A scheduler and ``n`` single-threaded workers (no nanny: a SIGKILL really loses the worker)."""
+
+    def __init__(self, directory: Path, n: int) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        file = directory / "scheduler.json"
+        log = open(directory / "cluster.log", "ab")
+        self.log = log
+        self.scheduler = subprocess.Popen(
+            [*DASK, "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + 60
+        while not file.exists() or not file.read_text().strip():
+            if time.monotonic() > deadline or self.scheduler.poll() is not None:
+                self.close()
+                pytest.fail("dask scheduler did not start")
+            time.sleep(0.1)
+        self.address = json.loads(file.read_text())["address"]
+        self.workers = [
+            subprocess.Popen(
+                [*WORKER, self.address, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", f"w{i}"],
+                env=env,
+                stdout=log,
+                stderr=log,
+                cwd=str(directory),
+            )
+            for i in range(n)
+        ]
+        from distributed import Client
+
+        with Client(self.address, timeout=30) as client:
+            client.wait_for_workers(n, timeout=60)
+
+    def close(self) -> None:
+        """Kill the workers (disposable) and stop the scheduler."""
+        workers = getattr(self, "workers", [])
+        for p in workers:
+            if p.poll() is None:
+                p.kill()
+        if self.scheduler.poll() is None:
+            self.scheduler.terminate()
+        for p in [*workers, self.scheduler]:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("cluster"), 2)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path, *_ = make_store(
+        tmp_path_factory.mktemp("dist") / "data.zarr", np.random.default_rng(11), 6000, 10, chunk_rows=500
+    )
+    return path
+
+
+def test_fit_on_cluster_equals_threads(cluster: Cluster, store: str) -> None:
+    remote = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500).fit(store)
+    local = StreamRidgeCV(scheduler="threads", chunk_rows=500).fit(store)
+    assert_stats_close(remote.stats_, local.stats_)
+    assert remote.alpha_ == local.alpha_
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(remote.intercept_, local.intercept_, rtol=1e-12)
+
+
+def test_accumulate_by_address_other_chunks(cluster: Cluster, store: str) -> None:
+    ref = accumulate(
+        open_source(store, groups="groups", chunk_rows=1000), regression_spec("group"), scheduler="sync"
+    )
+    got = accumulate(
+        open_source(store, groups="groups", chunk_rows=700),
+        regression_spec("group"),
+        scheduler=cluster.address,
+    )
+    assert_stats_close(got, ref)
+
+
+def test_corrupted_chunk_on_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(3), 3000, 5, chunk_rows=500)
+    damage_chunk(path)
+    with pytest.raises(SourceError, match=r"rows 1500-1999\) of zarr store .*bad\.zarr") as info:
+        accumulate(open_source(path, chunk_rows=500), regression_spec(), scheduler=cluster.address)
+    assert "\n" not in str(info.value)
+
+
+def test_unreachable_scheduler_fails_fast(store: str) -> None:
+    t = time.monotonic()
+    with pytest.raises(SchedulerError, match=r"tcp://127\.0\.0\.1:1\b"):
+        accumulate(open_source(store, chunk_rows=1000), regression_spec(), scheduler="tcp://127.0.0.1:1")
+    assert time.monotonic() - t < 15
+
+
+def test_killed_worker_leaves_result_unchanged(store: str, tmp_path: Path) -> None:
+    """SIGKILL one of two workers after 4 of 24 slow chunks: lost tasks are recomputed, stats unchanged."""
+    source = open_source(store, chunk_rows=250)
+    slow = replace(source, X=source.X.map_blocks(slow_copy, dtype=source.X.dtype, delay=0.15))
+    ref = accumulate(source, regression_spec(), scheduler="threads")
+    c = Cluster(tmp_path, 2)
+    seen = []
+
+    def progress(rows: int) -> None:
+        seen.append(rows)
+        if len(seen) == 4:
+            os.kill(c.workers[0].pid, signal.SIGKILL)
+            c.workers[0].wait(timeout=10)
+
+    try:
+        got = accumulate(slow, regression_spec(), scheduler=c.address, progress=progress)
+    finally:
+        c.close()
+    assert c.workers[0].returncode == -signal.SIGKILL
+    assert len(seen) == 24
+    assert_stats_close(got, ref)

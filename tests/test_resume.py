@@ -1,0 +1,124 @@
+"""Resumable passes: a pass killed with SIGKILL resumes from its checkpoint to the same statistics."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamridge.checkpoint import FILE
+from streamridge.errors import CheckpointError, ModelFileError
+from streamridge.sources import open_source, write_zarr
+from streamridge.stats import load_stats
+from streamridge.stream import PassReport, accumulate
+
+from .scale_utils import assert_stats_close, make_data, make_store, regression_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK_ROWS = 250
+N_CHUNKS = 24
+
+# A pass whose chunk reads sleep 0.1 s, checkpointing after every chunk.
+SLOW_PASS = """
+import sys
+from dataclasses import replace
+from streamridge.sources import open_source
+from streamridge.stream import accumulate
+from tests.scale_utils import regression_spec, slow_copy
+src = open_source(sys.argv[1], chunk_rows=int(sys.argv[3]))
+slow = replace(src, X=src.X.map_blocks(slow_copy, dtype=src.X.dtype, delay=0.1))
+accumulate(slow, regression_spec(), scheduler="sync", checkpoint=sys.argv[2], checkpoint_every_s=0)
+"""
+
+
+def _chunks_done(path: Path) -> int:
+    try:
+        return int(load_stats(path).meta["checkpoint"]["chunks_done"])
+    except (ModelFileError, KeyError):
+        return -1
+
+
+def _run_and_kill(store: str, directory: Path) -> int:
+    """Start the slow pass, SIGKILL it once its checkpoint covers 3 or more (not all) chunks."""
+    cmd = [sys.executable, "-c", SLOW_PASS, store, str(directory), str(CHUNK_ROWS)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (directory / FILE).exists() and 3 <= _chunks_done(directory / FILE) < N_CHUNKS:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=10)
+                return _chunks_done(directory / FILE)
+            time.sleep(0.02)
+        raise AssertionError(
+            f"the pass ended before it could be killed: {proc.communicate()[1].decode()[-2000:]}"
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path, *_ = make_store(
+        tmp_path_factory.mktemp("resume") / "data.zarr",
+        np.random.default_rng(5),
+        CHUNK_ROWS * N_CHUNKS,
+        8,
+        chunk_rows=500,
+    )
+    return path
+
+
+def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
+    directory = tmp_path / "ckpt"
+    covered = _run_and_kill(store, directory)
+    assert 3 <= covered < N_CHUNKS
+
+    report = PassReport()
+    resumed = accumulate(
+        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, report=report
+    )
+    whole = accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec())
+    assert report.extra["resumed_chunks"] == covered
+    assert report.chunks == N_CHUNKS - covered
+    assert resumed.n_rows == whole.n_rows == CHUNK_ROWS * N_CHUNKS
+    assert_stats_close(resumed, whole)
+    assert "checkpoint" not in resumed.meta
+
+
+def test_checkpoint_of_other_data_or_options_is_refused(store: str, tmp_path: Path) -> None:
+    directory = tmp_path / "ckpt"
+    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory)
+    assert _chunks_done(directory / FILE) == N_CHUNKS
+
+    other, *_ = make_store(
+        tmp_path / "other.zarr", np.random.default_rng(6), CHUNK_ROWS * N_CHUNKS, 8, chunk_rows=500
+    )
+    refused = {
+        "other store": (other, regression_spec(), CHUNK_ROWS),
+        "other seed": (store, regression_spec(seed=1), CHUNK_ROWS),
+        "other folds": (store, regression_spec(n_folds=4), CHUNK_ROWS),
+        "other chunks": (store, regression_spec(), 2 * CHUNK_ROWS),
+    }
+    for what, (path, spec, rows) in refused.items():
+        with pytest.raises(CheckpointError, match="other data or options"):
+            accumulate(open_source(path, chunk_rows=rows), spec, checkpoint=directory)
+        assert what
+
+
+def test_same_path_new_content_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "data.zarr"
+    X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
+    write_zarr(path, X, y, chunk_rows=500)
+    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    X2, y2, _ = make_data(np.random.default_rng(2), 2000, 4)
+    write_zarr(path, X2, y2, chunk_rows=500)
+    with pytest.raises(CheckpointError, match="arrays"):
+        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
