@@ -25,10 +25,10 @@ lambda and fold, ``Z = [z_j]`` (n_s x m for m candidates), ``s``, ``q``, ``r``,
     r' = r - rho (z_p' Av[S, C]) + rho Av[p, C]
 
 and ``Z' E'`` follows from one batched product ``Z' [E'_S, Av_SS z_p, Av[S,p], At[S,p]]``.
-A step costs O(R K m n_s) -- one pass over Z -- against O(R K n_s^3) per
-candidate for a fresh solve.  When the state ``R K n_s m`` doubles exceeds the
-memory budget, the engine rebuilds it by lambda batches at every step until it
-fits again.
+A step costs O(R K m n_s) -- a product with Z and an in-place rank-1 update
+(BLAS ger) -- against O(R K n_s^3) per candidate for a fresh solve.  When the
+state ``R K n_s m`` doubles exceeds the memory budget, the engine rebuilds it
+by lambda batches at every step until it fits again.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class _State:
 
     def resize(self, rows: int) -> None:
         """Reallocate Z with room for ``rows`` selected features and only the live columns."""
-        Z = np.zeros(self.Z.shape[:2] + (max(rows, self.ns + 1), self.m))
+        Z = np.zeros((*self.Z.shape[:2], max(rows, self.ns + 1), self.m))
         Z[:, :, : self.ns] = self.Z[:, :, : self.ns, : self.m]
         self.Z = Z
 
@@ -233,6 +233,6 @@ class ForwardEngine:
         if self.state is None:
             if self.sel.size == 0:
                 R = self.alphas.shape[0]
-                return np.broadcast_to(self.forms.cv[None], (R,) + self.forms.cv.shape).copy()
+                return np.broadcast_to(self.forms.cv[None], (R, *self.forms.cv.shape)).copy()
             return fold_errors_eigen(self.forms.subset(self.sel), self.alphas)
         return self.state.sse.transpose(1, 0, 2).copy()

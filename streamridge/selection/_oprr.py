@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from sklearn.linear_model import lars_path_gram
+from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
 from ..forms import Forms, FullForm
@@ -60,7 +61,7 @@ def op_rr(
     force: Sequence[int] = (),
     one_se: bool = False,
     alpha_per_target: bool = False,
-    memory_budget: int = 2**28,
+    memory_budget: int | None = None,
 ) -> SelectionResult:
     """Optimally pruned ridge regression: LARS ranking, CV over ranking prefixes and lambda.
 
@@ -93,6 +94,7 @@ def op_rr(
         one_se=one_se,
         alpha_per_target=alpha_per_target,
         memory_budget=memory_budget,
+        directions=("op-rr",),
     )
     if full.A.shape[0] != opts.n_features:
         raise ParameterError(
@@ -100,11 +102,12 @@ def op_rr(
         )
     fixed = set(opts.force)
     ranking = list(opts.force) + [int(f) for f in lars_ranking(full.A, full.B, full.n) if f not in fixed]
-    engine = ForwardEngine(F, a, opts.force, opts.memory_budget)
     n = len(opts.force)
-    steps = [make_step(-1, n, engine.fold_errors(), a, opts.per_target)]
-    for f in ranking[n : opts.max_features]:
-        engine.apply(f)
-        n += 1
-        steps.append(make_step(f, n, engine.fold_errors(), a, opts.per_target))
+    with threadpool_limits(limits=1, user_api="blas"):  # see streamridge.selection._path
+        engine = ForwardEngine(F, a, opts.force, opts.memory_budget, opts.max_features)
+        steps = [make_step(-1, n, engine.fold_errors(), a, opts.per_target)]
+        for f in ranking[n : opts.max_features]:
+            engine.apply(f)
+            n += 1
+            steps.append(make_step(f, n, engine.fold_errors(), a, opts.per_target))
     return finish("op-rr", steps, opts, a, opts.force)

@@ -31,6 +31,17 @@ class Options:
     memory_budget: int
 
 
+
+def default_budget() -> int:
+    """Bytes of selection state kept between steps: a quarter of available memory, 256 MiB to 4 GiB."""
+    try:
+        import psutil
+
+        avail = int(psutil.virtual_memory().available)
+    except Exception:  # no psutil or no answer: be conservative
+        return 2**28
+    return int(min(max(avail // 4, 2**28), 2**32))
+
 def _int_in(name: str, value: object, lo: int, hi: int) -> int:
     if (
         isinstance(value, (bool, np.bool_))
@@ -78,10 +89,14 @@ def check_options(
     tol: float,
     one_se: bool,
     alpha_per_target: bool,
-    memory_budget: int,
+    memory_budget: int | None,
+    directions: tuple[str, ...] = DIRECTIONS,
 ) -> tuple[Forms, np.ndarray, Options]:
-    """Check every argument of :func:`select_features` once; return forms, grid and options."""
-    if direction not in DIRECTIONS and direction != "op-rr":
+    """Check every argument of :func:`select_features` once; return forms, grid and options.
+
+    ``directions`` lists the accepted directions (OP-RR passes ``("op-rr",)``).
+    """
+    if direction not in directions:
         raise ParameterError(f"direction must be 'forward' or 'backward'; got direction={direction!r}")
     F = check_forms(forms)
     a = check_alphas(alphas)
@@ -102,7 +117,7 @@ def check_options(
         patience = _int_in("patience", patience, 1, 2**31)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol >= 0):
         raise ParameterError(f"tol must be a finite number >= 0; got tol={tol!r}")
-    budget = _int_in("memory_budget", memory_budget, 1, 2**62)
+    budget = default_budget() if memory_budget is None else _int_in("memory_budget", memory_budget, 1, 2**62)
     opts = Options(
         direction, N, hi, lo, fixed, patience, float(tol), bool(one_se), bool(alpha_per_target), budget
     )

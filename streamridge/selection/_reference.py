@@ -17,7 +17,7 @@ from ._common import criterion
 def subset_errors(forms: Forms, alphas: np.ndarray, features: np.ndarray) -> np.ndarray:
     """Fold errors of shape (R, K, T) of the model on ``features`` (intercept only if empty)."""
     if features.size == 0:
-        return np.broadcast_to(forms.cv[None], (alphas.shape[0],) + forms.cv.shape).copy()
+        return np.broadcast_to(forms.cv[None], (alphas.shape[0], *forms.cv.shape)).copy()
     return fold_errors_covariance(forms.subset(np.sort(features)), alphas)
 
 

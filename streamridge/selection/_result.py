@@ -10,7 +10,7 @@ from ..grid import choose
 from ._common import criterion
 
 #: relative tolerance under which two path errors count as equal (fewer features win)
-STEP_TIE_RTOL = 1e-12
+STEP_TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
