@@ -27,6 +27,7 @@ from .errors import FoldError, InputError, ParameterError
 from .folds import FoldScheme, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
+from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
 from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
@@ -303,6 +304,10 @@ class _StreamRidgeBase(BaseEstimator):
         return self._fit_stats(stats, PassReport())
 
     def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
+        with solve_stage_limits(stats.n_features):
+            return self._select_and_fit(stats, report)
+
+    def _select_and_fit(self, stats: FoldStats, report: PassReport) -> Any:
         t0 = time.perf_counter()
         if stats.n_rows > 0 and stats.weight.sum() <= 0:
             raise InputError("sample_weight is zero for every row; give some rows a positive weight")

@@ -7,11 +7,12 @@ without oversubscription (NumPy releases the GIL inside LAPACK calls).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from threadpoolctl import ThreadpoolController
 
@@ -46,3 +47,14 @@ def map_folds(fn: Callable[[int], T], n: int, *, workers: int | None = None) -> 
         return [fn(k) for k in range(n)]
     with blas_controller().limit(limits=max(1, cpus // workers)), ThreadPoolExecutor(workers) as pool:
         return list(pool.map(fn, range(n)))
+
+
+#: below this many features one BLAS thread per task beats threaded BLAS (scripts/bench_lambda.py)
+SMALL_N = 1024
+
+
+def solve_stage_limits(n_features: int) -> Any:
+    """Context for the solve stage: one BLAS thread when N is small (folds run on the cores instead)."""
+    if n_features <= SMALL_N and n_cpus() > 1:
+        return blas_controller().limit(limits=1)
+    return contextlib.nullcontext()
