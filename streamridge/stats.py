@@ -183,35 +183,40 @@ def chunk_stats(
         bounds = np.flatnonzero(np.diff(cells[order])) + 1
         groups = [(int(cells[idx[0]]), idx) for idx in np.split(order, bounds)]
     for cell, idx in groups:
-        Xc = np.array(X if idx is None else X[idx], dtype=np.float64, copy=True, order="C")
-        Yc = np.array(Y if idx is None else Y[idx], dtype=np.float64, copy=True, order="C")
+        Xg = X if idx is None else X[idx]  # gathered rows, input dtype
+        Yg = Y if idx is None else Y[idx]
         w = None if weights is None else np.asarray(weights if idx is None else weights[idx], dtype=np.float64)
-        _cell_moments(Xc, Yc, w, cell, out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy)
+        W = float(Xg.shape[0]) if w is None else float(w.sum())
+        out_n[cell], out_w[cell] = Xg.shape[0], W
+        if W <= 0:
+            continue
+        Xc, out_mx[cell] = _centered(Xg, w, W)
+        Yc, out_my[cell] = _centered(Yg, w, W)
+        if w is not None:
+            s = np.sqrt(w)[:, None]
+            Xc *= s
+            Yc *= s
+        out_xx[cell] = Xc.T @ Xc
+        out_xy[cell] = Xc.T @ Yc
+        out_yy[cell] = np.einsum("ij,ij->j", Yc, Yc)
     return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
 
 
-def _cell_moments(Xc, Yc, w, cell, out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy) -> None:  # type: ignore[no-untyped-def]
-    """Centered moments of the rows of one cell (Xc, Yc are float64 copies, centered in place)."""
-    m = Xc.shape[0]
-    W = float(m) if w is None else float(w.sum())
-    out_n[cell] = m
-    out_w[cell] = W
-    if W <= 0:
-        return
-    for A, out_m in ((Xc, out_mx), (Yc, out_my)):
-        mean = (A.sum(axis=0) if w is None else w @ A) / W
-        A -= mean
-        # second pass: removes the rounding error of the first mean (large offsets)
-        corr = (A.sum(axis=0) if w is None else w @ A) / W
-        A -= corr
-        out_m[cell] = mean + corr
-    if w is not None:
-        s = np.sqrt(w)[:, None]
-        Xc *= s
-        Yc *= s
-    out_xx[cell] = Xc.T @ Xc
-    out_xy[cell] = Xc.T @ Yc
-    out_yy[cell] = np.einsum("ij,ij->j", Yc, Yc)
+def _centered(A: np.ndarray, w: np.ndarray | None, W: float) -> tuple[np.ndarray, np.ndarray]:
+    """A float64 copy of ``A`` minus its (weighted) column means, and the means.
+
+    One pass for the mean (accumulated in float64 whatever the input dtype) and
+    one for the subtraction, which also converts to float64.  No second
+    re-centering pass is needed: centering about a mean that is off by ``d``
+    changes the co-moment by ``n d d'`` only, second order in the rounding error
+    of the mean, so data with an offset of 1e6 keeps full accuracy.  The
+    returned mean gets the first-order correction (a read-only pass).
+    """
+    mean = (A.sum(axis=0, dtype=np.float64) if w is None else w @ A) / W
+    Ac = np.subtract(A, mean, dtype=np.float64)
+    # the stored mean itself is corrected by a read-only pass (it enters intercepts and merges)
+    mean += (Ac.sum(axis=0) if w is None else w @ Ac) / W
+    return Ac, mean
 
 
 def from_chunk(
