@@ -38,6 +38,23 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the traceback of errors")
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"must be a JSON object, e.g. '{{\"anon\": true}}'; {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, e.g. '{{\"anon\": true}}'; got {text}")
+    return value
+
+
+def _add_storage_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage-options", type=_json_object, metavar="JSON",
+        help="fsspec options for URLs as a JSON object, e.g. '{\"anon\": true}' (credentials: prefer the environment)",
+    )
+
+
 def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> None:
     """Options of the data pass shared by ``fit`` and ``stats``: data, names, folds, scheduler."""
     if with_stats_input:
@@ -58,6 +75,7 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
     p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
     p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk of the pass")
     p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
+    _add_storage_options(p)
     p.add_argument("--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes")
     p.add_argument("--skip-nonfinite", action="store_true", help="drop rows with NaN/inf instead of failing")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -121,6 +139,7 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="PATH", help="zarr store, or HDF5 if it ends in .h5/.hdf5")
     p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk")
     p.add_argument("--scores", action="store_true", help="classifiers: also write decision scores")
+    _add_storage_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     _common(p)
@@ -346,7 +365,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     model = load_model(args.model)
     out = _check_out(args.out, "predictions", data=args.data)
-    source = open_source(args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False)
+    source = open_source(
+        args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
+    )
     X = source.X
     if int(X.shape[1]) != model.n_features_in_:
         raise ParameterError(
@@ -449,7 +470,8 @@ def _open(args: argparse.Namespace) -> Any:
     from .sources import open_source
 
     return open_source(
-        args.data, x=args.x, y=args.y, groups=args.groups, sample_weight=args.weights, chunk_rows=args.chunk_rows
+        args.data, x=args.x, y=args.y, groups=args.groups, sample_weight=args.weights, chunk_rows=args.chunk_rows,
+        storage_options=args.storage_options,
     )
 
 

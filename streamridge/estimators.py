@@ -215,7 +215,10 @@ class _StreamRidgeBase(BaseEstimator):
         """
         report = PassReport()
         stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows)
-        self.timings_ = {"pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0}
+        self.timings_ = {
+            "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
+            "peak_rss_mb": report.extra.get("peak_rss_mb"),
+        }
         return stats
 
     def _run_pass(
@@ -336,7 +339,10 @@ class _StreamRidgeBase(BaseEstimator):
         else:
             intercept = full.y_offset.copy()
         self._set_fitted(stats, alphas, E, alpha, coef, intercept, support)
-        self.timings_ = {"pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": time.perf_counter() - t0}
+        self.timings_ = {
+            "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s,
+            "solve_s": time.perf_counter() - t0, "peak_rss_mb": report.extra.get("peak_rss_mb"),
+        }
         return self
 
     def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:

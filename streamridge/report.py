@@ -187,6 +187,7 @@ def format_fit(summary: dict[str, Any]) -> str:
         lines.append(
             f"time        pass {_g(t.get('pass_s'), 3)} s ({_rate(t.get('rows_per_s'))} rows/s), "
             f"solve {_g(t.get('solve_s'), 3)} s"
+            + (f", peak memory {t['peak_rss_mb']:,.0f} MB" if t.get("peak_rss_mb") else "")
         )
     else:
         lines.append(f"time        solve {_g(t.get('solve_s'), 3)} s (no pass: fit from statistics)")

@@ -11,6 +11,7 @@ worker count.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -271,6 +272,7 @@ def accumulate(
         report.chunks += len(chunks) - done
         report.seconds += time.perf_counter() - t0
         report.extra["scheduler"] = describe(scheduler)
+        report.extra["peak_rss_mb"] = _peak_rss_mb()
         report.extra["resumed_chunks"] = done
     total.meta.update(meta or {})
     total.meta["rows_seen"] = row_offset + int(X.shape[0])
@@ -307,6 +309,17 @@ def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> Str
     if type(exc).__module__.startswith("distributed"):
         return SchedulerError(f"the dask cluster failed on {where}: {what}")
     return SourceError(f"cannot read {where}: {what}; the stored chunk may be corrupted or truncated")
+
+
+def _peak_rss_mb() -> float | None:
+    """Peak resident memory of this process so far, in MB (None where unknown)."""
+    try:
+        import resource
+
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return None
+    return kb / 1024 if sys.platform.startswith("linux") else kb / 2**20  # bytes on macOS
 
 
 def _progress_bar(progress: bool | Callable[[int], None], total: int, initial: int = 0) -> Callable[[int | None], None]:

@@ -11,6 +11,8 @@ from streamridge import load_model, load_stats
 from streamridge.cli import main
 from streamridge.sources import write_zarr
 
+from .test_sources import http_root  # noqa: F401 - the session HTTP server fixture
+
 
 @pytest.fixture
 def store(tmp_path, rng):
@@ -65,3 +67,21 @@ def test_stats_with_checkpoint_resumes_to_same_result(tmp_path, store):
     np.testing.assert_array_equal(load_stats(a).sxx, load_stats(b).sxx)
     # other options with the same checkpoint are refused
     assert main(["stats", "--data", store, "--seed", "9", "--checkpoint", str(ck), "--out", b, "--quiet"]) == 2
+
+
+def test_fit_over_http_with_storage_options(http_root, rng, tmp_path, capsys):
+    """A zarr store served on 127.0.0.1, read through fsspec with options from the command line."""
+    root, url = http_root
+    X = rng.standard_normal((600, 4)).astype(np.float32)
+    y = X @ np.arange(1.0, 5.0) + rng.standard_normal(600)
+    write_zarr(str(root / "cli_http.zarr"), X, y, chunk_rows=150)
+    out = str(tmp_path / "m.npz")
+    opts = json.dumps({"client_kwargs": {"timeout": 30}})
+    assert main(["fit", "--data", f"{url}/cli_http.zarr", "--storage-options", opts, "--out", out, "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["rows"] == 600
+    local = str(tmp_path / "d.zarr")
+    write_zarr(local, X, y, chunk_rows=150)
+    ref = str(tmp_path / "r.npz")
+    assert main(["fit", "--data", local, "--out", ref, "--quiet"]) == 0
+    np.testing.assert_allclose(load_model(out).coef_, load_model(ref).coef_, rtol=1e-12)
