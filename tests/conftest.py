@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 import types
+from collections.abc import Iterator
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -39,3 +45,28 @@ def ill_conditioned(rng, M, N, cond_sv=1e6, offset=0.0):
     V, _ = np.linalg.qr(rng.standard_normal((N, N)))
     s = np.logspace(0, -np.log10(cond_sv), N) * np.sqrt(M)
     return (U * s) @ V.T + offset
+
+
+@pytest.fixture(scope="session")
+def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A directory served by ``python -m http.server`` on 127.0.0.1 and its base URL."""
+    root = tmp_path_factory.mktemp("served")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the test HTTP server did not start") from None
+                time.sleep(0.05)
+        yield root, f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -11,8 +11,6 @@ from streamridge import load_model, load_stats
 from streamridge.cli import main
 from streamridge.sources import write_zarr
 
-from .test_sources import http_root  # noqa: F401 - the session HTTP server fixture
-
 
 @pytest.fixture
 def store(tmp_path, rng):

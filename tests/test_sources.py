@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,31 +235,6 @@ def _names(groups: Any, w: Any) -> dict[str, Any]:
 
 
 # --- the same stores over HTTP --------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """A directory served by ``python -m http.server`` on 127.0.0.1 and its base URL."""
-    root = tmp_path_factory.mktemp("served")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the test HTTP server did not start") from None
-                time.sleep(0.05)
-        yield root, f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 class _Served:
