@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 from threadpoolctl import ThreadpoolController
 
 T = TypeVar("T")
+
+_inside = threading.local()  # set in pool workers: nested map_folds calls do not start pools
 
 
 @functools.cache
@@ -38,15 +41,21 @@ def map_folds(fn: Callable[[int], T], n: int, *, workers: int | None = None) -> 
 
     While the pool runs, BLAS uses ``cores // workers`` threads (process-wide).
     The environment variable ``STREAMRIDGE_FOLD_WORKERS`` overrides the default.
+    Called from inside a worker of another ``map_folds``, it runs serially.
     """
     cpus = n_cpus()
     if workers is None:
         workers = int(os.environ.get("STREAMRIDGE_FOLD_WORKERS", cpus))
     workers = min(n, workers)
-    if workers <= 1:
+    if workers <= 1 or getattr(_inside, "pool", False):  # nested calls run serially in their worker
         return [fn(k) for k in range(n)]
+
+    def run(k: int) -> T:
+        _inside.pool = True
+        return fn(k)
+
     with blas_controller().limit(limits=max(1, cpus // workers)), ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(fn, range(n)))
+        return list(pool.map(run, range(n)))
 
 
 #: below this many features one BLAS thread per task beats threaded BLAS (scripts/bench_lambda.py)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..forms import Forms
+from ..parallel import map_folds
 from ..solvers.eigen import fold_errors_eigen
 from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, product_then_downdate, sse
 
@@ -57,29 +58,34 @@ class _State:
     the next compaction, so every update runs on contiguous arrays.
     """
 
-    __slots__ = ("Av", "Bv", "G", "Q", "W", "cv", "h", "sse")
+    __slots__ = ("Av", "Bv", "G", "Q", "W", "cv", "diag", "h", "sse")
 
     def __init__(self, forms: Forms, pos: np.ndarray, alphas: np.ndarray) -> None:
         ix = (slice(None), pos[:, None], pos[None, :])
         self.Av, self.Bv, self.cv = forms.Av[ix], forms.Bv[:, pos], forms.cv
         G = inverse_stack(forms.At[ix], alphas)
         self.G = G
+        self.diag = np.einsum("krii->kri", G).copy()  # kept up to date: no strided reads per step
         self.W = np.matmul(G, forms.Bt[:, None, pos])
         AvW = left(self.Av, self.W)
         self.sse = sse(self.W, AvW, self.Bv, self.cv)
         self.Q = np.matmul(G, AvW - self.Bv[:, None])
-        AvG = np.empty_like(G)
-        for k in range(G.shape[0]):
+        self.h = np.empty(G.shape[:3])
+
+        def one_fold(k: int) -> None:  # diag(G Av G) per lambda: compute-bound, folds on all cores
+            AvG = np.empty(G.shape[2:])
             for r in range(G.shape[1]):
-                np.matmul(self.Av[k], G[k, r], out=AvG[k, r])
-        self.h = np.einsum("krij,krij->krj", G, AvG)
+                np.matmul(self.Av[k], G[k, r], out=AvG)
+                self.h[k, r] = np.einsum("ij,ij->j", G[k, r], AvG)
+
+        map_folds(one_fold, G.shape[0])
 
     def candidate_errors(self, alive: np.ndarray) -> np.ndarray:
         """SSE of every one-feature removal summed over folds, shape (R_b, n_c, T).
 
         Entries of removed positions are meaningless.
         """
-        g = np.where(alive, np.einsum("krii->kri", self.G), 1.0)
+        g = np.where(alive, self.diag, 1.0)
         c = self.W / g[..., None]
         return (self.sse[:, :, None, :] + c * (c * self.h[..., None] - 2.0 * self.Q)).sum(axis=0)
 
@@ -93,9 +99,9 @@ class _State:
             fraction of significant digits the downdate's subtraction kept.
         """
         G, W = self.G, self.W
-        u = G[..., j].copy()  # (K, R, n)
+        u = G[..., j, :].copy()  # row j (= column j, G symmetric): contiguous, (K, R, n)
         g = u[..., j].copy()
-        before = np.einsum("krii->kri", G).copy()
+        before = self.diag
         c = W[..., j, :] / g[..., None]
         W -= u[..., None] * c[..., None, :]
         W[..., j, :] = 0.0
@@ -112,7 +118,9 @@ class _State:
         G[..., :, j] = 0.0
         self.Q[..., j, :] = 0.0
         self.h[..., j] = 0.0
-        after = np.einsum("krii->kri", G)
+        after = before - u * (u / g[..., None])  # the diagonal of the rank-1 downdate
+        after[..., j] = 0.0
+        self.diag = after
         live = before > 0
         live[..., j] = False
         return float(np.min(after[live] / before[live], initial=1.0))
@@ -125,6 +133,7 @@ class _State:
         self.W = np.ascontiguousarray(self.W[:, :, keep])
         self.Q = np.ascontiguousarray(self.Q[:, :, keep])
         self.h = np.ascontiguousarray(self.h[:, :, keep])
+        self.diag = np.ascontiguousarray(self.diag[:, :, keep])
         self.Av = self.Av[:, keep[:, None], keep[None, :]]
         self.Bv = self.Bv[:, keep]
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..forms import Forms
+from ..parallel import map_folds, n_cpus
 from ..solvers.eigen import fold_errors_eigen
 from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, rank1_update, sse
 
@@ -180,7 +181,8 @@ class ForwardEngine:
         mask = np.ones(N, dtype=bool)
         mask[list(start)] = False
         self.cand = np.flatnonzero(mask)
-        self.state: _State | None = None
+        self.state: _State | None = None  # parts[0] while the whole grid's state is held
+        self.parts: list[_State] = []
         self.batches: list[slice] = []
         self._plan()
 
@@ -198,13 +200,17 @@ class ForwardEngine:
         per = state_bytes(rows, cols, K, T)
         if per * R > self.budget:
             self.state = None
+            self.parts = []
             self.batches = list(lambda_batches(R, per, self.budget))
             return
-        self.batches = [slice(0, R)]
         if st is None:
-            self.state = self._build(slice(0, R))
+            # one state per slice of the grid, one slice per core: updated concurrently
+            n = min(R, n_cpus())
+            self.batches = [slice(i * R // n, (i + 1) * R // n) for i in range(n)]
+            self.parts = map_folds(lambda i: self._build(self.batches[i]), len(self.batches))
+            self.state = self.parts[0]
         elif grow:
-            st.resize(rows)
+            map_folds(lambda i: self.parts[i].resize(rows), len(self.parts))
 
     def _build(self, sl: slice) -> _State:
         return _State(self.forms, self.sel, self.cand, self.alphas[sl], self._rows())
@@ -214,15 +220,18 @@ class ForwardEngine:
 
     def scores(self, per_target: bool) -> np.ndarray:
         acc = GridMin(per_target)
+        if self.state is not None:
+            for errors in map_folds(lambda i: self.parts[i].candidate_errors(self.forms, self.sel, self.cand), len(self.parts)):
+                acc.add(errors)
+            return acc.result()
         for sl in self.batches:
-            state = self.state if self.state is not None else self._build(sl)
-            acc.add(state.candidate_errors(self.forms, self.sel, self.cand))
+            acc.add(self._build(sl).candidate_errors(self.forms, self.sel, self.cand))
         return acc.result()
 
     def apply(self, feature: int) -> None:
         ip = int(np.flatnonzero(self.cand == feature)[0])
         if self.state is not None:
-            self.state.add(self.forms, self.sel, self.cand, ip)
+            map_folds(lambda i: self.parts[i].add(self.forms, self.sel, self.cand, ip), len(self.parts))
         self.sel = np.append(self.sel, feature)
         self.cand[ip] = self.cand[-1]
         self.cand = self.cand[:-1].copy()
@@ -235,4 +244,4 @@ class ForwardEngine:
                 R = self.alphas.shape[0]
                 return np.broadcast_to(self.forms.cv[None], (R, *self.forms.cv.shape)).copy()
             return fold_errors_eigen(self.forms.subset(self.sel), self.alphas)
-        return self.state.sse.transpose(1, 0, 2).copy()
+        return np.concatenate([p.sse for p in self.parts], axis=1).transpose(1, 0, 2).copy()
