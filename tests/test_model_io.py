@@ -131,7 +131,7 @@ def test_file_needs_no_pickle_and_is_self_describing(data, tmp_path):
     assert header["streamridge_version"] == streamridge.__version__
     assert header["scheme"]["kind"] == "hash" and header["n_folds"] == 4
     assert header["params"]["cv"] == 4 and header["y_1d"] is True
-    assert set(header["timings"]) == {"pass_s", "rows", "rows_per_s", "solve_s"}
+    assert set(header["timings"]) == {"pass_s", "rows", "rows_per_s", "solve_s", "peak_rss_mb"}
     for name in ("coef", "intercept", "alpha", "alphas", "cv_errors", "fold_errors", "support"):
         assert name in arrays
     assert all(a.dtype != object for a in arrays.values())
