@@ -110,7 +110,7 @@ class _StreamRidgeBase(BaseEstimator):
             if reset:
                 self.n_features_in_ = int(src.X.shape[1])
                 if src.feature_names:
-                    self.feature_names_in_ = np.asarray(src.feature_names, dtype=object)
+                    self.feature_names_ = np.asarray(src.feature_names, dtype=object)
             elif int(src.X.shape[1]) != self.n_features_in_:
                 raise InputError(
                     f"X has {src.X.shape[1]} features, but {type(self).__name__} is expecting "
@@ -302,7 +302,7 @@ class _StreamRidgeBase(BaseEstimator):
         self._y_1d = bool(stats.meta.get("y_1d", stats.n_targets == 1))
         self.n_features_in_ = stats.n_features
         if stats.meta.get("feature_names"):
-            self.feature_names_in_ = np.asarray(stats.meta["feature_names"], dtype=object)
+            self.feature_names_ = np.asarray(stats.meta["feature_names"], dtype=object)
         self.stats_ = stats
         return self._fit_stats(stats, PassReport())
 
@@ -464,6 +464,9 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     fold_errors_ : array of shape (n_alphas, n_folds, n_targets)
     n_folds_ : int
     stats_ : FoldStats
+    feature_names_ : array of str
+        Feature names read from the data source or statistics (when it has them).
+        ``feature_names_in_`` is set only for DataFrame input, as in scikit-learn.
     support_ : array of bool of shape (n_features,)
         Features of the final model (all unless ``selection``).
     selected_features_ : array of int

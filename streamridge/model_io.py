@@ -167,7 +167,7 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     spec: PassSpec = estimator._spec
     labels = None if spec.classes is None else np.asarray(estimator.classes_)
     meta = {} if stats is None else stats.meta
-    names = getattr(estimator, "feature_names_in_", None)
+    names = getattr(estimator, "feature_names_in_", getattr(estimator, "feature_names_", None))
     target_names = meta.get("target_names", getattr(estimator, "target_names_", None))
     path = getattr(estimator, "selection_path_", None)
     header: dict[str, Any] = {
@@ -331,7 +331,7 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     est._y_1d = y_1d
     est.n_features_in_ = n_features
     if header.get("feature_names"):
-        est.feature_names_in_ = np.asarray(header["feature_names"], dtype=object)
+        est.feature_names_ = np.asarray(header["feature_names"], dtype=object)
     one = y_1d and not classifier
     est.coef_ = coef
     intercept = arrays["intercept"]

@@ -168,9 +168,16 @@ def test_feature_names_roundtrip(data, tmp_path):
     store = write_zarr(tmp_path / "d.zarr", X, Y[:, 0], feature_names=names)
     est = StreamRidgeCV(cv=3).fit(open_source(store))
     loaded, _ = _roundtrip(est, tmp_path)
-    assert loaded.feature_names_in_.tolist() == names
+    assert est.feature_names_.tolist() == names
+    assert loaded.feature_names_.tolist() == names
     src = open_source(store)
     np.testing.assert_array_equal(loaded.predict(src.X).compute(), est.predict(src.X).compute())
+    # names from a store are not sklearn's DataFrame feature_names_in_: plain arrays predict silently
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
 
 
 def test_resave_loaded_model(data, tmp_path):
