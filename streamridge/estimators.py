@@ -35,6 +35,19 @@ from .stream import PassReport, PassSpec, accumulate
 _SELECTIONS = (None, "forward", "backward", "op-rr")
 
 
+def _distinct(a: Any) -> np.ndarray:
+    """Sorted distinct values of a 1-D dask array, reduced chunk by chunk (never the whole column in memory).
+
+    Runs on the local threaded scheduler: one column is cheap to read, and
+    starting a cluster for it would cost more than the read.
+    """
+    import dask.array as da
+
+    if not hasattr(a, "dask"):
+        return np.unique(np.asarray(a))
+    return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler="threads")))
+
+
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
     """The same source restricted to rows [start, stop)."""
     import dataclasses
@@ -159,10 +172,10 @@ class _StreamRidgeBase(BaseEstimator):
         if cv == "groups":
             if not has_groups:
                 raise ParameterError("cv='groups' needs groups (one id per row)")
-            gv = np.unique(np.asarray(src.groups.compute()))
+            gv = _distinct(src.groups)
         scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
         if scheme.kind == "group":
-            n_groups = len(np.unique(np.asarray(src.groups.compute())))
+            n_groups = len(_distinct(src.groups))
             if n_groups < scheme.n_folds:
                 raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
         return scheme
@@ -172,7 +185,7 @@ class _StreamRidgeBase(BaseEstimator):
             return None
         if classes is None:
             y = src.y
-            labels = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
+            labels = _distinct(y)
         else:
             labels = np.unique(np.asarray(classes))
         if labels.shape[0] < 2:
