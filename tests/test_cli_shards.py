@@ -83,3 +83,21 @@ def test_fit_over_http_with_storage_options(http_root, rng, tmp_path, capsys):
     ref = str(tmp_path / "r.npz")
     assert main(["fit", "--data", local, "--out", ref, "--quiet"]) == 0
     np.testing.assert_allclose(load_model(out).coef_, load_model(ref).coef_, rtol=1e-12)
+
+
+def test_disk_full_leaves_nothing_half_written(tmp_path, store, capsys, monkeypatch):
+    """ENOSPC while a model or statistics file is written: exit 2, one line, no file, no temporary."""
+    import errno
+    import os
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert main(["fit", "--data", store, "--out", str(out_dir / "m.npz"), "--quiet"]) == 2
+    assert main(["stats", "--data", store, "--out", str(out_dir / "s.npz"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("No space left on device" in line for line in err)
+    assert list(out_dir.iterdir()) == []
