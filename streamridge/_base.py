@@ -1,0 +1,415 @@
+"""The shared machinery of the estimators: input validation, the pass, model selection.
+
+:class:`_StreamRidgeBase` validates parameters and input, fixes folds and classes on
+the first call, runs the data pass (:mod:`streamridge.stream`) and dispatches
+the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
+:mod:`streamridge.selection`.  The public classes live in :mod:`streamridge.estimators`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
+
+from . import __version__
+from .errors import FoldError, InputError, ParameterError
+from .folds import FoldScheme, make_scheme
+from .forms import build_forms, build_full_form
+from .grid import check_alphas, choose, default_alphas
+from .parallel import solve_stage_limits
+from .solvers import fold_errors, solve_full
+from .stats import FoldStats, merge
+from .stream import PassReport, PassSpec, accumulate
+
+_SELECTIONS = (None, "forward", "backward", "op-rr")
+
+
+def _distinct(a: Any) -> np.ndarray:
+    """Sorted distinct values of a 1-D dask array, reduced chunk by chunk (never the whole column in memory).
+
+    Runs on the local threaded scheduler: one column is cheap to read, and
+    starting a cluster for it would cost more than the read.
+    """
+    import dask.array as da
+
+    if not hasattr(a, "dask"):
+        return np.unique(np.asarray(a))
+    return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler="threads")))
+
+
+def _slice_rows(src: Any, start: int, stop: int) -> Any:
+    """The same source restricted to rows [start, stop)."""
+    import dataclasses
+
+    sl = {n: None if getattr(src, n) is None else getattr(src, n)[start:stop] for n in ("X", "y", "groups", "sample_weight")}
+    desc = f"{getattr(src, 'description', 'data')} rows {start}:{stop}"
+    if dataclasses.is_dataclass(src):
+        return dataclasses.replace(src, description=desc, **sl)  # type: ignore[type-var]
+    return type(src)(**{**vars(src), **sl})
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _is_lazy(a: Any) -> bool:
+    return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str))
+
+
+class _StreamRidgeBase(BaseEstimator):
+    """Shared fit/partial_fit/solve logic of the regressor and the classifier."""
+
+    _classifier = False
+
+    stats_: FoldStats
+
+    def _balanced(self) -> bool | np.ndarray:
+        return False
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self) -> None:
+        if self.alphas is not None:
+            check_alphas(self.alphas)
+        cv = self.cv
+        if isinstance(cv, (bool, np.bool_)) or not (
+            (isinstance(cv, (int, np.integer)) and cv >= 2) or cv in ("groups", "blocks")
+        ):
+            raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
+        if self.solver not in ("eigen", "covariance"):
+            raise ParameterError(f"solver must be 'eigen' or 'covariance'; got solver={self.solver!r}")
+        if self.alpha_rule not in ("min", "1se"):
+            raise ParameterError(f"alpha_rule must be 'min' or '1se'; got alpha_rule={self.alpha_rule!r}")
+        if self.selection not in _SELECTIONS:
+            raise ParameterError(
+                f"selection must be one of {_SELECTIONS}; got selection={self.selection!r}"
+            )
+        if self.chunk_rows is not None and int(self.chunk_rows) < 1:
+            raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
+
+    def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
+        """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
+        check_classification_targets(y)
+        if reset:
+            labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+            if labels.shape[0] < 2:
+                raise InputError(f"y has only one class ({labels.tolist()}); a classifier needs at least two classes")
+            self._labels = labels
+        labels = self._labels
+        codes = np.clip(np.searchsorted(labels, y), 0, len(labels) - 1)
+        unknown = labels[codes] != y
+        if np.any(unknown):
+            raise InputError(
+                f"labels {np.unique(y[unknown])[:5].tolist()} are not among classes {labels.tolist()}; "
+                "pass all classes (classes=) on the first partial_fit"
+            )
+        return codes
+
+    def _source(self, X: Any, y: Any, groups: Any, sample_weight: Any, *, reset: bool, labels: Any = None) -> Any:
+        from .sources import open_source
+
+        if _is_lazy(X):
+            src = open_source(X, y=y if y is not None else "y", groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
+            if reset:
+                self.n_features_in_ = int(src.X.shape[1])
+                if src.feature_names:
+                    self.feature_names_ = np.asarray(src.feature_names, dtype=object)
+            elif int(src.X.shape[1]) != self.n_features_in_:
+                raise InputError(
+                    f"X has {src.X.shape[1]} features, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input"
+                )
+            return src
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        # finiteness is checked chunk by chunk in the pass (errors name the rows; skip_nonfinite drops them)
+        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+        y = check_array(
+            y, ensure_2d=False, dtype=None if self._classifier else "numeric", ensure_all_finite=False,
+            input_name="y", ensure_min_samples=0,
+        )
+        check_consistent_length(X, y)
+        if y.ndim > 2:
+            raise InputError(f"y must be 1-D or 2-D (n_samples, n_targets); got shape {y.shape}")
+        if self._classifier:
+            y = self._encode_labels(column_or_1d(y, warn=True), labels, reset=reset)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.ndim == 0:
+                sample_weight = np.full(X.shape[0], float(sample_weight))
+            if sample_weight.shape != (X.shape[0],):
+                raise InputError(
+                    f"sample_weight has shape {sample_weight.shape}; expected ({X.shape[0]},), one weight per row"
+                )
+        if groups is not None:
+            groups = np.asarray(groups).reshape(-1)
+            if groups.shape[0] != X.shape[0]:
+                raise InputError(f"groups has {groups.shape[0]} entries for {X.shape[0]} rows of X")
+        return open_source(X, y=y, groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
+
+    def _scheme(self, src: Any, *, partial: bool) -> FoldScheme:
+        n = int(src.X.shape[0])
+        cv = self.cv
+        has_groups = src.groups is not None
+        if cv == "groups" and partial:
+            raise ParameterError("cv='groups' needs all groups up front; partial_fit takes cv=K (with or without groups)")
+        if cv == "blocks" and partial:
+            raise ParameterError("cv='blocks' needs the row count up front; partial_fit takes cv=K")
+        K = self.n_blocks if cv == "blocks" else (None if cv == "groups" else int(cv))
+        if cv != "groups" and K is not None and n < K:
+            raise FoldError(f"got {n} sample(s) but cv={cv} needs at least {K} rows, one per fold; use fewer folds")
+        gv = None
+        if cv == "groups":
+            if not has_groups:
+                raise ParameterError("cv='groups' needs groups (one id per row)")
+            gv = _distinct(src.groups)
+        scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
+        if scheme.kind == "group":
+            n_groups = len(_distinct(src.groups))
+            if n_groups < scheme.n_folds:
+                raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
+        return scheme
+
+    def _classes(self, src: Any, classes: Any = None) -> tuple[Any, ...] | None:
+        if not self._classifier:
+            return None
+        if classes is None:
+            y = src.y
+            labels = _distinct(y)
+        else:
+            labels = np.unique(np.asarray(classes))
+        if labels.shape[0] < 2:
+            raise InputError(
+                f"y has only one class ({labels.tolist()}); a classifier needs at least two classes"
+            )
+        return tuple(labels.tolist())
+
+    # ------------------------------------------------------------------ public API
+    def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
+        report = PassReport()
+        stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        if partial and hasattr(self, "stats_"):
+            stats = merge(self.stats_, stats)
+        self.stats_ = stats
+        if partial and stats.count.sum(axis=1).min() == 0:
+            raise FoldError(
+                f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; "
+                "call partial_fit with more rows before predicting"
+            )
+        return self._fit_stats(stats, report)
+
+    def compute_stats(
+        self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, *, rows: tuple[int, int] | None = None
+    ) -> FoldStats:
+        """Run only the data pass and return its statistics (no model selection).
+
+        Parameters
+        ----------
+        X, y, groups, sample_weight : as in ``fit``
+        rows : (start, stop) or None
+            Process only this row range of the data (a shard).  Folds are those of
+            the whole data (global row indices), so the statistics of disjoint
+            shards merge (:func:`streamridge.merge`) into those of one pass.
+
+        Returns
+        -------
+        FoldStats
+            With ``meta["row_ranges"] = [[start, stop]]``.
+        """
+        report = PassReport()
+        stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows)
+        self.timings_ = {
+            "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
+            "peak_rss_mb": report.extra.get("peak_rss_mb"),
+        }
+        return stats
+
+    def _run_pass(
+        self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport,
+        rows: tuple[int, int] | None = None,
+    ) -> FoldStats:
+        """Validate the input, fix folds/classes on the first call and accumulate statistics."""
+        self._check_params()
+        first = not (partial and hasattr(self, "stats_"))
+        src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
+        if src.y is None:
+            raise InputError("no target y was given or found in the data source; pass y")
+        if first:
+            if self._classifier and not _is_lazy(X):
+                labels: tuple[Any, ...] | None = tuple(range(len(self._labels)))
+            else:
+                labels = self._classes(src, classes)
+                if labels is not None:
+                    self._labels = np.asarray(labels)
+            scheme = self._scheme(src, partial=partial)
+            n_targets = self._n_targets(src, labels)
+            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite))
+            self._y_1d = (src.y.ndim == 1) if labels is None else True
+            offset = 0
+        else:
+            if self._classifier and classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self._labels):
+                raise ParameterError(f"classes changed between partial_fit calls: {self._labels.tolist()} vs {np.unique(classes).tolist()}")
+            if not self._classifier and (src.y.ndim == 1) != self._y_1d:
+                raise InputError("y changed between 1-D and 2-D across partial_fit calls")
+            offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+        n = int(src.X.shape[0])
+        if rows is not None:
+            start, stop = int(rows[0]), min(int(rows[1]), n)
+            if not 0 <= start < stop:
+                raise ParameterError(f"rows must be START:STOP with 0 <= START < STOP <= {n}; got {rows[0]}:{rows[1]}")
+            src = _slice_rows(src, start, stop)
+            offset = start
+        meta = self._meta(src)
+        meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
+        return accumulate(
+            src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
+            checkpoint=None if partial else self.checkpoint,
+        )
+
+    def _n_targets(self, src: Any, labels: Any) -> int:
+        if labels is not None:
+            return 1 if len(labels) == 2 else len(labels)
+        return 1 if src.y.ndim == 1 else int(src.y.shape[1])
+
+    def _meta(self, src: Any) -> dict[str, Any]:
+        spec = self._spec
+        return {
+            "scheme": spec.scheme.to_dict(),
+            "classes": None if spec.classes is None else [_plain(c) for c in self._labels],
+            "n_features": int(src.X.shape[1]),
+            "n_targets": spec.n_targets,
+            "task": "classification" if self._classifier else "regression",
+            "feature_names": list(src.feature_names) if getattr(src, "feature_names", None) else None,
+            "target_names": list(src.target_names) if getattr(src, "target_names", None) else None,
+            "y_1d": bool(self._y_1d),
+            "streamridge_version": __version__,
+        }
+
+    def fit_stats(self, stats: FoldStats) -> Any:
+        """Model selection and final fit from precomputed statistics (no pass over rows).
+
+        Parameters
+        ----------
+        stats : FoldStats
+            E.g. from :func:`streamridge.stats.load_stats` or a merge of shards.
+        """
+        self._check_params()
+        task = stats.meta.get("task", "regression")
+        if (task == "classification") != self._classifier:
+            raise ParameterError(f"these statistics are for {task}; use the matching estimator")
+        classes = stats.meta.get("classes")
+        scheme = FoldScheme.from_dict(stats.meta["scheme"]) if "scheme" in stats.meta else FoldScheme("hash", stats.n_folds)
+        if classes is not None:
+            self._labels = np.asarray(classes)
+        self._spec = PassSpec(scheme, None if classes is None else tuple(range(len(classes))) if stats.meta.get("classes_encoded", True) else tuple(classes), stats.n_targets)
+        self._y_1d = bool(stats.meta.get("y_1d", stats.n_targets == 1))
+        self.n_features_in_ = stats.n_features
+        if stats.meta.get("feature_names"):
+            self.feature_names_ = np.asarray(stats.meta["feature_names"], dtype=object)
+        self.stats_ = stats
+        return self._fit_stats(stats, PassReport())
+
+    def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
+        with solve_stage_limits(stats.n_features):
+            return self._select_and_fit(stats, report)
+
+    def _select_and_fit(self, stats: FoldStats, report: PassReport) -> Any:
+        t0 = time.perf_counter()
+        if stats.n_rows > 0 and stats.weight.sum() <= 0:
+            raise InputError("sample_weight is zero for every row; give some rows a positive weight")
+        if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
+            raise InputError("only one class has rows with positive sample weight; a classifier needs at least two classes")
+        fi, std, bal = bool(self.fit_intercept), bool(self.standardize), self._balanced()
+        forms = build_forms(stats, fit_intercept=fi, standardize=std, balanced=bal)
+        full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
+        alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
+        per_target = bool(self.alpha_per_target)
+        support = np.ones(stats.n_features, dtype=bool)
+        if self.selection is None:
+            E = fold_errors(forms, alphas, solver=self.solver)
+            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
+        else:
+            support = self._select(forms, full, alphas, per_target)
+            E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
+            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
+        alpha = alphas[idx]
+        coef = np.zeros((stats.n_targets, stats.n_features))
+        if support.any():
+            sub = np.flatnonzero(support)
+            full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
+            c, intercept = solve_full(full_s, alpha)
+            coef[:, sub] = c
+        else:
+            intercept = full.y_offset.copy()
+        self._set_fitted(stats, alphas, E, alpha, coef, intercept, support)
+        self.timings_ = {
+            "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s,
+            "solve_s": time.perf_counter() - t0, "peak_rss_mb": report.extra.get("peak_rss_mb"),
+        }
+        return self
+
+    def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
+        """Run the selection path; sets selection attributes and returns the support mask."""
+        from .selection import op_rr, select_features
+
+        opts = {
+            "max_features": self.max_features,
+            "min_features": self.min_features,
+            "force": tuple(int(f) for f in (self.force_features or ())),
+            "one_se": self.alpha_rule == "1se",
+            "alpha_per_target": per_target,
+        }
+        if self.selection == "op-rr":
+            res = op_rr(forms, full, alphas, **opts)
+        else:
+            res = select_features(forms, alphas, direction=self.selection, patience=self.patience, **opts)
+        table = res.as_table()
+        alpha_col = np.array([s.alpha if np.ndim(s.alpha) == 0 else np.nan for s in res.steps])
+        path = np.zeros(len(table), dtype=[*table.dtype.descr[:2], ("alpha", "f8"), *table.dtype.descr[2:]])
+        for name in table.dtype.names or ():
+            path[name] = table[name]
+        path["alpha"] = alpha_col
+        self.selection_path_ = path
+        self.selection_best_step_ = int(res.best_step)
+        self.selected_features_ = np.asarray(res.selected, dtype=np.int64)
+        return np.asarray(res.support, dtype=bool)
+
+    def _set_fitted(self, stats, alphas, E, alpha, coef, intercept, support) -> None:  # type: ignore[no-untyped-def]
+        self.alphas_ = np.asarray(alphas)
+        self.fold_errors_ = E
+        cv_errors = E.sum(axis=1)  # (R, T)
+        self.n_folds_ = stats.n_folds
+        self.support_ = support
+        one = self._y_1d and not self._classifier
+        self.cv_errors_ = cv_errors[:, 0] if one else cv_errors
+        self.alpha_ = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha)
+        if self._classifier:
+            self.coef_ = coef
+            self.intercept_ = intercept
+        else:
+            self.coef_ = coef[0] if one else coef
+            self.intercept_ = float(intercept[0]) if one else intercept
+        if not self.fit_intercept:
+            self.intercept_ = 0.0 if one else np.zeros_like(intercept)
+
+    def _linear(self, X: Any) -> Any:
+        check_is_fitted(self, "coef_")
+        if _is_lazy(X) and not isinstance(X, str):
+            if X.shape[1] != self.n_features_in_:
+                raise InputError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input")
+            coef = np.atleast_2d(self.coef_)
+            b = np.atleast_1d(self.intercept_)
+            out = X.map_blocks(lambda a: np.asarray(a, dtype=np.float64) @ coef.T + b, dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
+            return out
+        X = validate_data(self, X, reset=False, dtype="numeric")
+        return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
