@@ -306,7 +306,8 @@ class _StreamRidgeBase(BaseEstimator):
         self._check_params()
         task = stats.meta.get("task", "regression")
         if (task == "classification") != self._classifier:
-            raise ParameterError(f"these statistics are for {task}; use the matching estimator")
+            fix = "StreamRidgeClassifierCV (--classify)" if task == "classification" else "StreamRidgeCV (no --classify)"
+            raise ParameterError(f"these statistics are for {task}; fit them with {fix}")
         classes = stats.meta.get("classes")
         scheme = FoldScheme.from_dict(stats.meta["scheme"]) if "scheme" in stats.meta else FoldScheme("hash", stats.n_folds)
         if classes is not None:
