@@ -105,6 +105,10 @@ class Checkpointer:
             )
         return stats, int(info["chunks_done"])
 
+    def due(self) -> bool:
+        """Whether ``every_s`` has passed since the last save (cheap: call it before building the stats)."""
+        return time.monotonic() - self._last >= self.every_s
+
     def maybe_save(self, stats: FoldStats, chunks_done: int, fp: dict[str, Any], *, force: bool = False) -> bool:
         """Save if ``every_s`` has passed since the last save (or ``force``)."""
         now = time.monotonic()

@@ -259,9 +259,8 @@ def accumulate(
             for j, part in enumerate(_named_failures(parts, source, starts, chunks, done)):
                 merger.push(part)
                 bar(chunks[done + j])
-                if ckpt is not None and fp is not None and done + j + 1 < len(chunks):
-                    if time.monotonic() - ckpt._last >= ckpt.every_s:
-                        ckpt.maybe_save(merger.total(), done + j + 1, fp, force=True)
+                if ckpt is not None and fp is not None and done + j + 1 < len(chunks) and ckpt.due():
+                    ckpt.maybe_save(merger.total(), done + j + 1, fp, force=True)
     finally:
         bar(None)
     total = merger.total()
