@@ -9,9 +9,22 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import StreamRidgeError
-from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
-from .stats import FoldStats, load_stats, merge, save_stats
+
+if TYPE_CHECKING:  # imported on first use: `import streamridge` stays fast (no scikit-learn, dask, zarr)
+    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+    from .stats import FoldStats, load_stats, merge, save_stats
+
+_LAZY = {
+    "StreamRidgeCV": ".estimators",
+    "StreamRidgeClassifierCV": ".estimators",
+    "FoldStats": ".stats",
+    "load_stats": ".stats",
+    "merge": ".stats",
+    "save_stats": ".stats",
+}
 
 __all__ = [
     "FoldStats",
@@ -33,3 +46,18 @@ def load_model(path: str):  # type: ignore[no-untyped-def]
 
 
 __all__.append("load_model")
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public classes and functions on first access (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

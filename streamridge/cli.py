@@ -15,20 +15,33 @@ import time
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .errors import ModelFileError, ParameterError, StreamRidgeError
+from .outputs import MARKER, Output, Transaction, check_outputs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PROG = "streamridge"
 _USER_ERRORS = (StreamRidgeError, FileNotFoundError, KeyError, ValueError, OSError)
 
 
 # ---------------------------------------------------------------------- parser
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``streamridge: error: MESSAGE``, exit code 2, no usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"{PROG}: error: {text} (see `{self.prog} --help`)\n")
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
     return value
@@ -36,6 +49,13 @@ def _positive_int(text: str) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the traceback of errors")
+
+
+def _add_overwrite(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--overwrite", action="store_true",
+        help="replace existing outputs written by streamridge (other files and directories are never replaced)",
+    )
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -100,6 +120,7 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
+    _add_overwrite(p)
     _common(p)
 
 
@@ -119,6 +140,7 @@ def _add_stats(sub: Any) -> None:
     _add_pass_options(p, with_stats_input=False)
     p.add_argument("--rows", type=_rows_range, metavar="START:STOP", help="only these rows (global fold ids)")
     p.add_argument("--out", required=True, metavar="STATSFILE", help="statistics file to write (.npz)")
+    _add_overwrite(p)
     _common(p)
 
 
@@ -126,6 +148,7 @@ def _add_merge(sub: Any) -> None:
     p = sub.add_parser("merge", help="merge statistics of disjoint shards into one file")
     p.add_argument("inputs", nargs="+", metavar="STATSFILE")
     p.add_argument("--out", required=True, metavar="STATSFILE")
+    _add_overwrite(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", action="store_true", help="no summary")
     _common(p)
@@ -137,6 +160,7 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--data", required=True, metavar="PATH")
     p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
     p.add_argument("--out", required=True, metavar="PATH", help="zarr store, or HDF5 if it ends in .h5/.hdf5")
+    _add_overwrite(p)
     p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk")
     p.add_argument("--scores", action="store_true", help="classifiers: also write decision scores")
     _add_storage_options(p)
@@ -155,6 +179,7 @@ def _add_info(sub: Any) -> None:
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="generate an echo state network / NARMA-10 data set and fit it")
     p.add_argument("--out", default="streamridge-demo", metavar="DIR", help="output directory")
+    _add_overwrite(p)
     p.add_argument("--series", type=_positive_int, metavar="N", help="time series (default 20; --quick 5)")
     p.add_argument("--rows-per-series", type=_positive_int, metavar="N", help="default 5000; --quick 1000")
     p.add_argument("--folds", type=int, metavar="K", help="K folds instead of leave-one-series-out")
@@ -167,7 +192,7 @@ def _add_demo(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``streamridge`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description="Exact K-fold ridge regression from one streamed pass over the rows."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -178,17 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------- helpers
-def _check_out(path: str, what: str, *, data: str | None = None) -> str:
-    """Fail before any work when the output cannot be written (or would replace the input)."""
-    target = os.path.abspath(path)
-    if data is not None and os.path.abspath(data) == target:
-        raise ParameterError(f"the output {path} is the input data; choose another --out")
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"cannot write {what} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise PermissionError(f"cannot write {what} {path}: directory {parent} is not writable")
-    return target
+def _check_checkpoint(path: str | None) -> None:
+    """A checkpoint must be a directory (created if missing); checked before the pass."""
+    if path is not None and os.path.lexists(path) and not os.path.isdir(path):
+        raise ParameterError(f"--checkpoint {path} must be a directory; it is an existing file")
 
 
 def _emit(obj: dict[str, Any] | str, *, as_json: bool) -> None:
@@ -266,9 +284,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise ParameterError("--balanced needs --classify")
     if args.leave_group_out and args.groups is None and args.data is not None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
-    out = _check_out(args.out, "model", data=args.data)
+    outputs = [Output(args.out, "model")]
     if args.save_stats:
-        _check_out(args.save_stats, "statistics")
+        outputs.append(Output(args.save_stats, "stats", "--save-stats"))
+    inputs = [args.data, args.stats, args.checkpoint]
+    targets = check_outputs(outputs, inputs, overwrite=args.overwrite)
+    _check_checkpoint(args.checkpoint)
+    out = targets[0]
     est = _estimator(args)
     if args.stats is not None:
         stats = _read_stats(args.stats)
@@ -281,9 +303,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         source = _open(args)
         est.fit(source)
         description = source.description
-    save_model(est, out, include_stats=args.include_stats)
-    if args.save_stats:
-        save_stats(est.stats_, args.save_stats)
+    with Transaction() as tx:  # the model and the statistics: both or neither
+        with tx.writing(out) as tmp:
+            save_model(est, tmp, include_stats=args.include_stats)
+        if args.save_stats:
+            with tx.writing(targets[1], "--save-stats") as tmp:
+                save_stats(est.stats_, tmp)
     if not args.quiet or args.json:
         summary = fit_summary(est, data=description, model=out)
         _emit(summary if args.json else _format_fit(summary), as_json=args.json)
@@ -326,6 +351,8 @@ class _RowBatches:
     """
 
     def __init__(self, array: Any, *, batch_chunks: int, tick: Any = None) -> None:
+        import numpy as np
+
         self._array = array
         self.shape = tuple(int(n) for n in array.shape)
         self.dtype = np.dtype(array.dtype)
@@ -336,6 +363,8 @@ class _RowBatches:
         self._start, self._block = 0, np.empty((0, *self.shape[1:]), dtype=self.dtype)
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        import numpy as np
+
         if not isinstance(key, slice) or key.step not in (None, 1):
             return np.asarray(self._array[key])
         start, stop, _ = key.indices(self.shape[0])
@@ -363,8 +392,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .model_io import load_model
     from .sources import open_source, write_hdf5, write_zarr
 
+    (out,) = check_outputs([Output(args.out, "predictions")], [args.data, args.model], overwrite=args.overwrite)
     model = load_model(args.model)
-    out = _check_out(args.out, "predictions", data=args.data)
     source = open_source(
         args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
     )
@@ -385,10 +414,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     write = write_hdf5 if out.lower().endswith((".h5", ".hdf5")) else write_zarr
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), Transaction() as tx, tx.writing(out) as tmp:
             warnings.simplefilter("ignore")  # zarr: fixed-length strings have no v3 spec yet
             rows = int(X.chunks[0][0])
-            write(out, values[0], values[1], chunk_rows=rows, names={"X": "predictions", "y": "scores"})
+            names = {"X": "predictions", "y": "scores"}
+            write(tmp, values[0], values[1], chunk_rows=rows, names=names, root_attrs={MARKER: "predictions"})
     finally:
         if bar is not None:
             bar.close()
@@ -426,6 +456,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``streamridge demo``: write the ESN/NARMA-10 data, fit it, test on a held-out series."""
+    import numpy as np
+
     from .demo import DEMO_ALPHAS, make_esn_narma, nrmse, write_demo
     from .estimators import StreamRidgeCV
     from .model_io import save_model
@@ -434,11 +466,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     n_series = args.series or (5 if args.quick else 20)
     length = args.rows_per_series or (1000 if args.quick else 5000)
     talk = not (args.quiet or args.json)
-    os.makedirs(args.out, exist_ok=True)
-    store = os.path.abspath(os.path.join(args.out, "narma10.zarr"))
-    model_path = os.path.abspath(os.path.join(args.out, "model.npz"))
+    store, model_path = _demo_outputs(args.out, overwrite=args.overwrite)
     t0 = time.perf_counter()
-    write_demo(store, n_series=n_series, series_length=length, seed=args.seed)
+    with Transaction() as tx, tx.writing(store) as tmp:
+        write_demo(tmp, n_series=n_series, series_length=length, seed=args.seed)
     gen_s = time.perf_counter() - t0
     if talk:
         print(f"wrote {n_series} series x {length} rows of 200 reservoir states to {store} ({gen_s:.2g} s)")
@@ -446,7 +477,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     est = StreamRidgeCV(alphas=DEMO_ALPHAS, cv=cv, progress=talk)
     source = open_source(store, groups="groups")
     est.fit(source)
-    save_model(est, model_path)
+    with Transaction() as tx, tx.writing(model_path) as tmp:
+        save_model(est, tmp)
     summary = fit_summary(est, data=source.description, model=model_path)
     X_test, y_test, _ = make_esn_narma(n_series=1, series_length=length, seed=args.seed + 1000)
     test = open_source(X_test, y=None, require_y=False)
@@ -466,6 +498,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_outputs(directory: str, *, overwrite: bool) -> tuple[str, str]:
+    """Check the demo's two outputs in ``directory`` (created if missing) before any work."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise ParameterError(f"--out {directory} is an existing file; the demo needs a directory")
+    outputs = [
+        Output(os.path.join(directory, "narma10.zarr"), "demo-data"),
+        Output(os.path.join(directory, "model.npz"), "model"),
+    ]
+    if not os.path.isdir(directory):
+        check_outputs([Output(directory, "demo-data")], [], overwrite=False)  # the directory and its parent
+        os.makedirs(directory)
+    store, model = check_outputs(outputs, [], overwrite=overwrite)
+    return store, model
+
+
 def _open(args: argparse.Namespace) -> Any:
     from .sources import open_source
 
@@ -481,11 +528,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     if args.leave_group_out and args.groups is None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
-    out = _check_out(args.out, "statistics", data=args.data)
+    (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
+    _check_checkpoint(args.checkpoint)
     est = _estimator(args)
     source = _open(args)
     stats = est.compute_stats(source, rows=args.rows)
-    save_stats(stats, out)
+    with Transaction() as tx, tx.writing(out) as tmp:
+        save_stats(stats, tmp)
     if not args.quiet or args.json:
         t = est.timings_
         facts = {
@@ -505,9 +554,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """``streamridge merge``: pairwise (Chan) merge of shard statistics; incompatible shards are refused."""
     from .stats import load_stats, merge_all, save_stats
 
-    out = _check_out(args.out, "statistics")
+    (out,) = check_outputs([Output(args.out, "stats")], list(args.inputs), overwrite=args.overwrite)
     merged = merge_all([load_stats(p) for p in args.inputs])
-    save_stats(merged, out)
+    with Transaction() as tx, tx.writing(out) as tmp:
+        save_stats(merged, tmp)
     if not args.quiet or args.json:
         facts = {"inputs": list(args.inputs), "rows": merged.n_rows, "row_ranges": merged.meta.get("row_ranges"), "stats": out}
         text = f"merged {len(args.inputs)} files: {merged.n_rows:,} rows {facts['row_ranges']} -> {out}"

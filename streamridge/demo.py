@@ -228,6 +228,7 @@ def write_demo(
     str
         Absolute path of the store.
     """
+    from .outputs import MARKER
     from .sources import write_zarr
 
     X, y, groups = make_esn_narma(
@@ -246,4 +247,5 @@ def write_demo(
         chunk_rows=chunk_rows or series_length,
         feature_names=feature_names(n_reservoir),
         target_names=["narma10"],
+        root_attrs={MARKER: "demo-data"},
     )

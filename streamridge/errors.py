@@ -47,3 +47,7 @@ class SchedulerError(StreamRidgeError, OSError):
 
 class CheckpointError(IncompatibleStatsError):
     """A checkpoint belongs to other data or options and cannot be resumed."""
+
+
+class OutputError(StreamRidgeError, OSError):
+    """An output path cannot or must not be written (it exists, is an input, is not ours)."""

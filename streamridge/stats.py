@@ -365,19 +365,34 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
 
 
 def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
-    """``np.savez`` into a temporary file beside ``path``, fsync, then rename over it."""
+    """``np.savez`` into a temporary file beside ``path``, fsync, then rename over it.
+
+    The file gets the permissions of any new file (``0666`` less the umask), not the
+    ``0600`` of the temporary; errors name ``path``, never the temporary.
+    """
+    from .outputs import current_umask
+
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ModelFileError(f"cannot write {path}: it is a directory; name a .npz file")
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    except OSError as exc:
+        raise ModelFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(buf.getbuffer())
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, ModelFileError):
+            raise ModelFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
         raise

@@ -62,7 +62,7 @@ def test_fit_text_summary_leave_group_out(store, tmp_path, capsys):
     )  # fmt: skip
     assert code == 0 and out == ""
     code, out, _ = run(
-        capsys, "fit", "--data", store, "--groups", "groups", "--leave-group-out", "--out", model
+        capsys, "fit", "--data", store, "--groups", "groups", "--leave-group-out", "--out", model, "--overwrite"
     )
     assert code == 0
     for text in (
@@ -99,7 +99,7 @@ def test_fit_from_saved_statistics(store, tmp_path, capsys):
     assert code == 0, err
     for source in (stats, model):
         code, out, err = run(
-            capsys, "fit", "--stats", source, "--out", again, "--alphas", "0.1", "1", "--json"
+            capsys, "fit", "--stats", source, "--out", again, "--alphas", "0.1", "1", "--json", "--overwrite"
         )
         assert code == 0, err
         assert json.loads(out)["cv"]["n_alphas"] == 2

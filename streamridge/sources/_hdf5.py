@@ -138,6 +138,7 @@ def write_hdf5(
     names: dict[str, str] | None = None,
     compression: str | None = None,
     overwrite: bool = True,
+    root_attrs: dict[str, str] | None = None,
 ) -> str:
     """Write arrays into a new HDF5 file, atomically.
 
@@ -157,6 +158,8 @@ def write_hdf5(
     compression : str, optional
         h5py filter, e.g. ``"gzip"``.
     overwrite : bool
+    root_attrs : dict of str to str, optional
+        Attributes of the root (e.g. the marker of a streamridge output).
 
     Returns
     -------
@@ -167,6 +170,7 @@ def write_hdf5(
     rows = chunk_rows or default_chunk_rows(X)
     attrs = {"X": {"feature_names": feature_names}, "y": {"target_names": target_names}}
     with atomic_path(path, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as file:
+        file.attrs.update(root_attrs or {})
         for role, value in values.items():
             if value is None:
                 continue

@@ -97,6 +97,7 @@ def write_zarr(
     names: dict[str, str] | None = None,
     zarr_format: int = 3,
     overwrite: bool = True,
+    root_attrs: dict[str, str] | None = None,
 ) -> str:
     """Write arrays into a new zarr group store, atomically.
 
@@ -117,6 +118,8 @@ def write_zarr(
         e.g. ``{"X": "features/X"}``; defaults to the role.
     zarr_format : {2, 3}
     overwrite : bool
+    root_attrs : dict of str to str, optional
+        Attributes of the root (e.g. the marker of a streamridge output).
 
     Returns
     -------
@@ -128,6 +131,7 @@ def write_zarr(
     attrs = {"X": {"feature_names": feature_names}, "y": {"target_names": target_names}}
     with atomic_path(path, overwrite=overwrite) as tmp:
         root = zarr.open_group(tmp, mode="w", zarr_format=zarr_format)  # type: ignore[arg-type]
+        root.attrs.update(root_attrs or {})
         for role, value in values.items():
             if value is None:
                 continue
