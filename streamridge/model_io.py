@@ -39,6 +39,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ModelFileError
+from .file_schema import check_model
 from .folds import FoldScheme
 from .report import estimator_summary
 from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
@@ -246,6 +247,7 @@ def read_model(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
     missing = [k for k in _CORE_ARRAYS if k not in arrays]
     if missing:
         raise ModelFileError(f"model file {name!r} is corrupted: missing arrays {missing}")
+    check_model(header, arrays, name)
     return header, arrays
 
 

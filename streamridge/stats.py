@@ -343,22 +343,35 @@ def save_stats(stats: FoldStats, path: str | os.PathLike[str]) -> None:
 
 
 def load_stats(path: str | os.PathLike[str]) -> FoldStats:
-    """Read statistics written by :func:`save_stats`."""
+    """Read statistics written by :func:`save_stats`.
+
+    Raises
+    ------
+    ModelFileError
+        One line: missing file, not a statistics file, a newer format, or a field of the meta
+        header or an array that fails the schema of :mod:`streamridge.file_schema`.
+    """
+    from .file_schema import check_stats
+
+    name = os.fspath(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta_json"]).decode())
             arrays = [np.array(z[a]) for a in _ARRAYS]
     except FileNotFoundError as exc:
-        raise ModelFileError(f"statistics file {str(path)!r} does not exist") from exc
-    except (KeyError, ValueError, OSError) as exc:
-        raise ModelFileError(f"{str(path)!r} is not a streamridge statistics file ({exc})") from exc
-    if meta.get("format") != STATS_FORMAT:
-        raise ModelFileError(f"{str(path)!r} is not a streamridge statistics file")
-    if int(meta.get("format_version", 0)) > STATS_VERSION:
+        raise ModelFileError(f"statistics file {name!r} does not exist") from exc
+    except (KeyError, ValueError, OSError, EOFError, TypeError, AttributeError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file ({reason})") from exc
+    if not isinstance(meta, dict) or meta.get("format") != STATS_FORMAT:
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file")
+    version = meta.get("format_version", 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version > STATS_VERSION:
         raise ModelFileError(
-            f"{str(path)!r} has statistics format {meta['format_version']}, newer than this "
+            f"{name!r} has statistics format {version}, newer than this "
             f"streamridge ({STATS_VERSION}); upgrade streamridge"
         )
+    check_stats(meta, dict(zip(_ARRAYS, arrays)), name)
     meta.pop("format", None)
     meta.pop("format_version", None)
     return FoldStats.from_arrays(arrays, meta)
