@@ -320,13 +320,14 @@ def _read_stats(path: str) -> Any:
     from .model_io import load_model, read_model
     from .stats import load_stats
 
+    from .outputs import written_by_streamridge
+
     try:
         return load_stats(path)
     except ModelFileError as exc:
-        try:
-            header, _ = read_model(path)
-        except ModelFileError:
+        if not written_by_streamridge(path, "model"):
             raise exc from None
+        header, _ = read_model(path)  # a model file: its own errors (schema) are the ones to show
         if not header.get("has_stats"):
             raise ModelFileError(
                 f"{path!r} is a model file without statistics; write it with --include-stats "

@@ -320,6 +320,7 @@ def remote_options(url: str, storage_options: dict[str, Any] | None) -> dict[str
     -------
     dict
     """
+    require_filesystem(url)
     options = dict(storage_options or {})
     if url.startswith(("http://", "https://")):
         import aiohttp
@@ -332,6 +333,24 @@ def remote_options(url: str, storage_options: dict[str, Any] | None) -> dict[str
             client["timeout"] = aiohttp.ClientTimeout(total=float(client["timeout"]), sock_connect=HTTP_CONNECT_TIMEOUT)
         options["client_kwargs"] = client
     return options
+
+
+def require_filesystem(url: str) -> None:
+    """Fail in one line, naming the ``remote`` extra, when the filesystem of ``url`` is not installed."""
+    import fsspec
+
+    protocol = url.split("://", 1)[0].lower()
+    try:
+        fsspec.get_filesystem_class(protocol)
+        if protocol in ("http", "https"):
+            import aiohttp  # noqa: F401
+    except ImportError as exc:
+        reason = " ".join(str(exc).split())
+        raise SourceError(
+            f'reading {protocol}:// URLs needs optional packages; pip install "streamridge[remote]" ({reason})'
+        ) from None
+    except ValueError as exc:  # an unknown protocol
+        raise SourceError(f"cannot read {url}: {' '.join(str(exc).split())}") from None
 
 
 def default_chunk_rows(X: Any) -> int:
