@@ -318,9 +318,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _read_stats(path: str) -> Any:
     """Statistics from a file of :func:`save_stats`, or embedded in a model file (``--include-stats``)."""
     from .model_io import load_model, read_model
-    from .stats import load_stats
-
     from .outputs import written_by_streamridge
+    from .stats import load_stats
 
     try:
         return load_stats(path)

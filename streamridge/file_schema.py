@@ -42,8 +42,10 @@ def _type(types: tuple[type, ...], name: str, *, none: bool = False) -> Check:
     def check(v: Any) -> str | None:
         if v is None and none:
             return None
-        return None if isinstance(v, types) and not (bool not in types and isinstance(v, bool)) else (
-            f"must be {name}; got {_kind(v)}"
+        return (
+            None
+            if isinstance(v, types) and not (bool not in types and isinstance(v, bool))
+            else (f"must be {name}; got {_kind(v)}")
         )
 
     return check
@@ -65,7 +67,9 @@ def _timings(v: Any) -> str | None:
         return None
     if not isinstance(v, dict):
         return f"must be an object; got {_kind(v)}"
-    bad = [k for k, x in v.items() if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)))]
+    bad = [
+        k for k, x in v.items() if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)))
+    ]
     return f"values must be numbers; {bad[0]!r} is not" if bad else None
 
 
@@ -102,7 +106,11 @@ _MODEL_FIELDS: dict[str, Check] = {
     "estimator": _type((str,), "a string"),
     "params": _type((dict,), "an object"),
     "params_dropped": _str_list(),
-    "task": lambda v: None if v in ("regression", "classification", None) else f"must be regression or classification; got {v!r}",
+    "task": lambda v: (
+        None
+        if v in ("regression", "classification", None)
+        else f"must be regression or classification; got {v!r}"
+    ),
     "n_features_in": _int(1, MAX_FEATURES),
     "n_targets": _int(1, MAX_CELLS),
     "feature_names": _str_list(),
@@ -119,12 +127,24 @@ _MODEL_FIELDS: dict[str, Check] = {
     "has_stats": _type((bool,), "a boolean", none=True),
     "stats_meta": _type((dict,), "an object", none=True),
     "cv_summary": _type((dict,), "an object", none=True),
-    "selected_features": lambda v: None if v is None or (
-        isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
-    ) else f"must be a list of feature indices; got {_kind(v)}",
+    "selected_features": lambda v: (
+        None
+        if v is None
+        or (isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v))
+        else f"must be a list of feature indices; got {_kind(v)}"
+    ),
     "selection_best_step": _int(0, 2**31, none=True),
 }
-_MODEL_REQUIRED = ("estimator", "params", "n_features_in", "n_targets", "y_1d", "classes", "scheme", "n_folds")
+_MODEL_REQUIRED = (
+    "estimator",
+    "params",
+    "n_features_in",
+    "n_targets",
+    "y_1d",
+    "classes",
+    "scheme",
+    "n_folds",
+)
 
 _STATS_FIELDS: dict[str, Check] = {
     "format": _type((str,), "a string"),
@@ -133,18 +153,28 @@ _STATS_FIELDS: dict[str, Check] = {
     "classes": _type((list,), "a list", none=True),
     "n_features": _int(1, MAX_FEATURES),
     "n_targets": _int(1, MAX_CELLS),
-    "task": lambda v: None if v in ("regression", "classification") else f"must be regression or classification; got {v!r}",
+    "task": lambda v: (
+        None if v in ("regression", "classification") else f"must be regression or classification; got {v!r}"
+    ),
     "feature_names": _str_list(),
     "target_names": _str_list(),
     "y_1d": _type((bool,), "a boolean"),
     "classes_encoded": _type((bool,), "a boolean"),
     "streamridge_version": _type((str,), "a string", none=True),
-    "row_ranges": lambda v: None if v is None or (
-        isinstance(v, list) and all(
-            isinstance(r, list) and len(r) == 2 and all(isinstance(i, int) and not isinstance(i, bool) for i in r)
-            for r in v
+    "row_ranges": lambda v: (
+        None
+        if v is None
+        or (
+            isinstance(v, list)
+            and all(
+                isinstance(r, list)
+                and len(r) == 2
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in r)
+                for r in v
+            )
         )
-    ) else f"must be a list of [start, stop] pairs; got {_kind(v)}",
+        else f"must be a list of [start, stop] pairs; got {_kind(v)}"
+    ),
     "rows_seen": _int(0, 2**62),
     "checkpoint": _type((dict,), "an object"),
 }
@@ -162,7 +192,9 @@ def _fields(doc: Mapping[str, Any], schema: dict[str, Check], required: tuple[st
 
 
 # ---------------------------------------------------------------------- arrays
-def _shape(arrays: Mapping[str, np.ndarray], name: str, allowed: list[tuple[int, ...]], kinds: str = "fiu") -> None:
+def _shape(
+    arrays: Mapping[str, np.ndarray], name: str, allowed: list[tuple[int, ...]], kinds: str = "fiu"
+) -> None:
     if name not in arrays:
         return
     a = arrays[name]

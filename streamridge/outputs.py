@@ -135,22 +135,31 @@ def _ancestors(path: str) -> Iterator[str]:
 
 def _check_protected(out: Output, target: str, inputs: list[str]) -> None:
     name = f"{out.option} {out.path}"
-    for special, what in ((os.getcwd(), "the current directory"), (os.path.expanduser("~"), "the home directory")):
+    for special, what in (
+        (os.getcwd(), "the current directory"),
+        (os.path.expanduser("~"), "the home directory"),
+    ):
         if _contains(target, resolve(special)):
-            raise OutputError(f"{name} is or contains {what}, which is never replaced; name a new file or store")
+            raise OutputError(
+                f"{name} is or contains {what}, which is never replaced; name a new file or store"
+            )
     exists = os.path.lexists(target)
     for source in inputs:
         if target == source or (exists and _same_inode(target, source)):
             raise OutputError(f"{name} is an input of this command ({source}); choose another output path")
         if _contains(target, source) or (exists and any(_same_inode(target, a) for a in _ancestors(source))):
-            raise OutputError(f"{name} contains the input {source}, which is never replaced; choose another path")
+            raise OutputError(
+                f"{name} contains the input {source}, which is never replaced; choose another path"
+            )
         if _contains(source, target) and _is_zarr_dir(source):
             raise OutputError(f"{name} lies inside the input {source}; write outputs outside the input data")
 
 
 def _is_zarr_dir(path: str) -> bool:
     markers = ("zarr.json", ".zgroup", ".zarray")
-    return os.path.isdir(path) and (path.endswith(".zarr") or any(os.path.exists(os.path.join(path, m)) for m in markers))
+    return os.path.isdir(path) and (
+        path.endswith(".zarr") or any(os.path.exists(os.path.join(path, m)) for m in markers)
+    )
 
 
 def written_by_streamridge(path: str, kind: str) -> bool:

@@ -204,7 +204,9 @@ def test_save_stats_checked_before_the_pass(tmp_path, store, capsys, monkeypatch
     no_pass(monkeypatch)
     m = tmp_path / "m.npz"
     (tmp_path / "sdir").mkdir()
-    assert "is an existing directory" in error(capsys, "fit", "--data", store, "--out", m, "--save-stats", tmp_path / "sdir")
+    assert "is an existing directory" in error(
+        capsys, "fit", "--data", store, "--out", m, "--save-stats", tmp_path / "sdir"
+    )
     assert "does not exist" in error(
         capsys, "fit", "--data", store, "--out", m, "--save-stats", tmp_path / "no" / "s.npz"
     )
@@ -237,7 +239,20 @@ def test_failed_save_stats_keeps_the_previous_model_and_statistics(tmp_path, sto
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     monkeypatch.setattr(streamridge.stats, "save_stats", full)
-    error(capsys, "fit", "--data", store, "--out", m, "--save-stats", s, "--alphas", "1", "--quiet", "--overwrite")
+    error(
+        capsys,
+        "fit",
+        "--data",
+        store,
+        "--out",
+        m,
+        "--save-stats",
+        s,
+        "--alphas",
+        "1",
+        "--quiet",
+        "--overwrite",
+    )
     assert (m.read_bytes(), s.read_bytes()) == before
     assert sorted(os.listdir(tmp_path)) == ["d.zarr", "m.npz", "s.npz"]
 
@@ -250,7 +265,9 @@ def test_messages_name_no_temporary_or_errno(tmp_path, store, model, capsys, mon
     no_pass(monkeypatch)
     assert "existing directory" in error(capsys, "fit", "--data", store, "--out", tmp_path / "adir")
     assert "existing directory" in error(capsys, "stats", "--data", store, "--out", tmp_path / "adir")
-    assert "not a prediction store" in error(capsys, "predict", "--model", model, "--data", store, "--out", afile)
+    assert "not a prediction store" in error(
+        capsys, "predict", "--model", model, "--data", store, "--out", afile
+    )
     ckpt = tmp_path / "ckpt"
     ckpt.write_text("x")
     for command in ("fit", "stats"):
@@ -316,7 +333,9 @@ MODEL_BREAKS = [
 ]
 
 
-@pytest.mark.parametrize("change", MODEL_BREAKS, ids=[next(iter(c)) + "-" + str(i) for i, c in enumerate(MODEL_BREAKS)])
+@pytest.mark.parametrize(
+    "change", MODEL_BREAKS, ids=[next(iter(c)) + "-" + str(i) for i, c in enumerate(MODEL_BREAKS)]
+)
 def test_model_file_schema(tmp_path, store, model, capsys, change):
     bad = rewrite(model, tmp_path / "bad.npz", header=change)
     with pytest.raises(ModelFileError) as e:
@@ -351,7 +370,9 @@ STATS_BREAKS = [
 ]
 
 
-@pytest.mark.parametrize("change", STATS_BREAKS, ids=[next(iter(c)) + "-" + str(i) for i, c in enumerate(STATS_BREAKS)])
+@pytest.mark.parametrize(
+    "change", STATS_BREAKS, ids=[next(iter(c)) + "-" + str(i) for i, c in enumerate(STATS_BREAKS)]
+)
 def test_stats_file_schema(tmp_path, store, capsys, change):
     good = tmp_path / "s.npz"
     ok(capsys, "stats", "--data", store, "--out", good, "--quiet")
@@ -359,8 +380,12 @@ def test_stats_file_schema(tmp_path, store, capsys, change):
     with pytest.raises(ModelFileError) as e:
         load_stats(bad)
     assert str(e.value).startswith(f"not a valid streamridge statistics file: {bad}: ")
-    assert "not a valid streamridge statistics file" in error(capsys, "fit", "--stats", bad, "--out", tmp_path / "m.npz")
-    assert "not a valid streamridge statistics file" in error(capsys, "merge", good, bad, "--out", tmp_path / "a.npz")
+    assert "not a valid streamridge statistics file" in error(
+        capsys, "fit", "--stats", bad, "--out", tmp_path / "m.npz"
+    )
+    assert "not a valid streamridge statistics file" in error(
+        capsys, "merge", good, bad, "--out", tmp_path / "a.npz"
+    )
     assert not (tmp_path / "m.npz").exists() and not (tmp_path / "a.npz").exists()
 
 
@@ -378,4 +403,6 @@ def test_marker_is_a_root_attribute(tmp_path, rng):
 
     path = write_zarr(tmp_path / "x.zarr", rng.standard_normal((3, 2)), root_attrs={MARKER: "predictions"})
     assert written_by_streamridge(path, "predictions") and not written_by_streamridge(path, "demo-data")
-    assert not written_by_streamridge(write_zarr(tmp_path / "y.zarr", rng.standard_normal((3, 2))), "predictions")
+    assert not written_by_streamridge(
+        write_zarr(tmp_path / "y.zarr", rng.standard_normal((3, 2))), "predictions"
+    )
