@@ -261,12 +261,13 @@ class Transaction:
         tmp = self.stage(target, option)
         try:
             yield tmp
-        except OutputError:
-            raise
         except OSError as exc:
-            if type(exc).__module__.startswith("streamridge"):
+            root: BaseException = exc
+            while isinstance(root.__cause__, OSError):
+                root = root.__cause__
+            if not isinstance(root, OSError) or root.errno is None:  # our own one-line messages
                 raise
-            raise OutputError(f"cannot write {option} {target}: {_reason(exc)}") from exc
+            raise OutputError(f"cannot write {option} {target}: {_reason(root)}") from exc
 
     def __enter__(self) -> Transaction:
         return self

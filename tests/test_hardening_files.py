@@ -228,6 +228,17 @@ def test_failed_save_stats_leaves_neither_file(tmp_path, store, capsys, monkeypa
     assert sorted(os.listdir(tmp_path)) == ["d.zarr"]
 
 
+def test_disk_full_names_the_output_not_a_temporary(tmp_path, store, capsys, monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    m, s = tmp_path / "m.npz", tmp_path / "s.npz"
+    line = error(capsys, "fit", "--data", store, "--out", m, "--save-stats", s, "--quiet")
+    assert line == f"streamridge: error: cannot write --out {m}: No space left on device"
+    assert sorted(os.listdir(tmp_path)) == ["d.zarr"]
+
+
 def test_failed_save_stats_keeps_the_previous_model_and_statistics(tmp_path, store, capsys, monkeypatch):
     import streamridge.stats
 
