@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .errors import ModelFileError, ParameterError, StreamRidgeError
-from .outputs import MARKER, Output, Transaction, check_outputs
+from .outputs import MARKER, Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -203,12 +203,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------- helpers
-def _check_checkpoint(path: str | None) -> None:
-    """A checkpoint must be a directory (created if missing); checked before the pass."""
-    if path is not None and os.path.lexists(path) and not os.path.isdir(path):
-        raise ParameterError(f"--checkpoint {path} must be a directory; it is an existing file")
-
-
 def _emit(obj: dict[str, Any] | str, *, as_json: bool) -> None:
     from .model_io import json_safe
 
@@ -289,7 +283,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         outputs.append(Output(args.save_stats, "stats", "--save-stats"))
     inputs = [args.data, args.stats, args.checkpoint]
     targets = check_outputs(outputs, inputs, overwrite=args.overwrite)
-    _check_checkpoint(args.checkpoint)
+    check_checkpoint(args.checkpoint)
     out = targets[0]
     est = _estimator(args)
     if args.stats is not None:
@@ -466,7 +460,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     n_series = args.series or (5 if args.quick else 20)
     length = args.rows_per_series or (1000 if args.quick else 5000)
     talk = not (args.quiet or args.json)
-    store, model_path = _demo_outputs(args.out, overwrite=args.overwrite)
+    store, model_path = demo_outputs(args.out, overwrite=args.overwrite)
     t0 = time.perf_counter()
     with Transaction() as tx, tx.writing(store) as tmp:
         write_demo(tmp, n_series=n_series, series_length=length, seed=args.seed)
@@ -498,21 +492,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_outputs(directory: str, *, overwrite: bool) -> tuple[str, str]:
-    """Check the demo's two outputs in ``directory`` (created if missing) before any work."""
-    if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise ParameterError(f"--out {directory} is an existing file; the demo needs a directory")
-    outputs = [
-        Output(os.path.join(directory, "narma10.zarr"), "demo-data"),
-        Output(os.path.join(directory, "model.npz"), "model"),
-    ]
-    if not os.path.isdir(directory):
-        check_outputs([Output(directory, "demo-data")], [], overwrite=False)  # the directory and its parent
-        os.makedirs(directory)
-    store, model = check_outputs(outputs, [], overwrite=overwrite)
-    return store, model
-
-
 def _open(args: argparse.Namespace) -> Any:
     from .sources import open_source
 
@@ -529,7 +508,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.leave_group_out and args.groups is None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
     (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
-    _check_checkpoint(args.checkpoint)
+    check_checkpoint(args.checkpoint)
     est = _estimator(args)
     source = _open(args)
     stats = est.compute_stats(source, rows=args.rows)

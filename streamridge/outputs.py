@@ -237,6 +237,33 @@ def _check_parent(out: Output, target: str) -> None:
         raise OutputError(f"cannot write {out.option} {out.path}: directory {parent} is not writable")
 
 
+def check_checkpoint(path: str | None) -> None:
+    """A checkpoint must be a directory (created if missing); checked before the pass."""
+    if path is not None and os.path.lexists(path) and not os.path.isdir(path):
+        raise OutputError(f"--checkpoint {path} must be a directory; it is an existing file")
+
+
+def demo_outputs(directory: str, *, overwrite: bool) -> tuple[str, str]:
+    """Check the demo's data store and model in ``directory`` (created if missing) before any work.
+
+    Returns
+    -------
+    store, model : str
+        Resolved paths of ``directory/narma10.zarr`` and ``directory/model.npz``.
+    """
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise OutputError(f"--out {directory} is an existing file; the demo needs a directory")
+    if not os.path.isdir(directory):
+        check_outputs([Output(directory, "demo-data")], [], overwrite=False)  # the directory and its parent
+        os.makedirs(directory)
+    outputs = [
+        Output(os.path.join(directory, "narma10.zarr"), "demo-data"),
+        Output(os.path.join(directory, "model.npz"), "model"),
+    ]
+    store, model = check_outputs(outputs, [], overwrite=overwrite)
+    return store, model
+
+
 # ---------------------------------------------------------------------- all or none
 class Transaction:
     """Outputs written to hidden siblings, then moved into place together (all or none).
