@@ -1,9 +1,17 @@
-"""Resumable passes: the statistics of the first chunks, saved atomically with what they cover.
+"""Resumable passes: the reduction tree's partial results, saved atomically with what they cover.
 
-A checkpoint is one statistics file ``DIR/checkpoint.npz`` whose metadata holds a
-fingerprint of the data and the pass options and the number of leading chunks
-it covers.  Chunks are merged in order, so "chunks 0 .. i-1" describes it fully.
-A checkpoint with another fingerprint is refused, never mixed in.
+A checkpoint is one file ``DIR/checkpoint.npz``.  Its arrays are the statistics
+of the partitions done so far (a valid statistics file for
+:func:`~streamridge.stats.load_stats`) and, under ``partial{j}_*``, the partial
+results of the reduction tree (:class:`~streamridge.executors.TreeReducer`) with
+their levels in the metadata, so a resumed pass merges in exactly the order of
+an uninterrupted one: resumed statistics equal uninterrupted ones bit for bit.
+
+The metadata holds a fingerprint of the data (every array's stored objects:
+sizes and modification times of every zarr chunk; size, modification time and a
+sampled hash of files), the partitioning and the pass options.  A resume
+recomputes it and refuses a checkpoint that differs (docs/cluster.md says what is
+and is not detected).
 """
 
 from __future__ import annotations
@@ -19,39 +27,45 @@ from typing import Any
 import numpy as np
 
 from .errors import CheckpointError, ModelFileError
-from .stats import FoldStats, load_stats, save_stats
+from .stats import _ARRAYS, FoldStats, atomic_write_npz, load_stats, merge
 
 FILE = "checkpoint.npz"
+_ROLES = ("X", "y", "groups", "sample_weight")
 
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _sample(arr: Any) -> str | None:
-    """Hash of the first and last few rows of a dask array (reads two chunks)."""
-    if arr is None:
-        return None
-    n = int(arr.shape[0])
-    head = np.asarray(arr[: min(4, n)].compute(scheduler="sync"))
-    tail = np.asarray(arr[max(0, n - 4) :].compute(scheduler="sync"))
-    h = hashlib.sha256(head.tobytes())
-    h.update(tail.tobytes())
-    return h.hexdigest()[:16]
+def fingerprint(
+    readers: dict[str, Any], spec_dict: dict[str, Any], row_offset: int, plan: dict[str, Any], description: str
+) -> dict[str, Any]:
+    """What must match for a checkpoint to be resumed: the stored data, the partitioning and the options.
 
-
-def fingerprint(source: Any, spec_dict: dict[str, Any], row_offset: int) -> dict[str, Any]:
-    """What must match for a checkpoint to be resumed: data identity, chunking and options."""
-    X = source.X
-    parts = {}
-    for name in ("X", "y", "groups", "sample_weight"):
-        a = getattr(source, name, None)
-        parts[name] = None if a is None else {"shape": list(a.shape), "dtype": str(a.dtype), "sample": _sample(a)}
+    Parameters
+    ----------
+    readers : dict of role to ArrayReader or None
+    spec_dict : dict
+        The pass options (:func:`streamridge.stream.spec_dict`).
+    row_offset : int
+    plan : dict
+        The partition plan's description.
+    description : str
+        The data set, for the message.
+    """
+    arrays: dict[str, Any] = {}
+    for role in _ROLES:
+        r = readers.get(role)
+        arrays[role] = None if r is None else {
+            "shape": list(r.shape),
+            "dtype": str(r.dtype),
+            "grid": r.grid().describe(),
+            "stored": _digest(r.fingerprint()),
+        }
     return {
-        "data": str(getattr(source, "description", "")),
-        "arrays": parts,
-        "row_chunks": _digest(list(X.chunks[0])),
-        "n_chunks": len(X.chunks[0]),
+        "data": str(description),
+        "arrays": arrays,
+        "partitions": plan,
         "options": spec_dict,
         "row_offset": int(row_offset),
     }
@@ -79,13 +93,13 @@ class Checkpointer:
         """The checkpoint file."""
         return Path(self.directory) / FILE
 
-    def resume(self, fp: dict[str, Any]) -> tuple[FoldStats, int] | None:
-        """Statistics and number of chunks covered, or None without a checkpoint.
+    def resume(self, fp: dict[str, Any]) -> tuple[list[tuple[int, FoldStats]], int] | None:
+        """The reduction's partials and the number of partitions covered, or None without a checkpoint.
 
         Raises
         ------
         CheckpointError
-            If the checkpoint was made from other data or options.
+            If the checkpoint was made from other data, partitions or options, or is unreadable.
         """
         Path(self.directory).mkdir(parents=True, exist_ok=True)
         self._last = time.monotonic()
@@ -93,9 +107,11 @@ class Checkpointer:
             return None
         try:
             stats = load_stats(self.path)
-        except ModelFileError as exc:
+            info = stats.meta.get("checkpoint", {})
+            partials = _load_partials(self.path, info.get("levels", []))
+            done = int(info["partitions_done"])
+        except (ModelFileError, KeyError, ValueError, OSError) as exc:
             raise CheckpointError(f"checkpoint {self.path} is unreadable ({exc}); delete it to start over") from None
-        info = stats.meta.get("checkpoint", {})
         old = info.get("fingerprint", {})
         if old != fp:
             diff = sorted(k for k in set(old) | set(fp) if old.get(k) != fp.get(k))
@@ -103,20 +119,38 @@ class Checkpointer:
                 f"checkpoint {self.path} was made from other data or options (differs in: {', '.join(diff)}); "
                 "delete it or use another checkpoint directory"
             )
-        return stats, int(info["chunks_done"])
+        return partials, done
 
     def due(self) -> bool:
-        """Whether ``every_s`` has passed since the last save (cheap: call it before building the stats)."""
+        """Whether ``every_s`` has passed since the last save (cheap: call it before fetching the partials)."""
         return time.monotonic() - self._last >= self.every_s
 
-    def maybe_save(self, stats: FoldStats, chunks_done: int, fp: dict[str, Any], *, force: bool = False) -> bool:
-        """Save if ``every_s`` has passed since the last save (or ``force``)."""
-        now = time.monotonic()
-        if not force and now - self._last < self.every_s:
-            return False
-        snap = stats.copy()
-        snap.meta["checkpoint"] = {"fingerprint": fp, "chunks_done": int(chunks_done), "saved_at": time.time()}
-        save_stats(snap, self.path)
-        self._last = now
+    def save(self, partials: list[tuple[int, FoldStats]], partitions_done: int, fp: dict[str, Any]) -> None:
+        """Write the partials (levels and statistics) covering the first ``partitions_done`` partitions."""
+        total: FoldStats | None = None
+        for _, s in partials:
+            total = s if total is None else merge(total, s)
+        if total is None:
+            return
+        arrays = {a: getattr(total, a) for a in _ARRAYS}
+        for j, (_, s) in enumerate(partials):
+            arrays.update({f"partial{j}_{a}": getattr(s, a) for a in _ARRAYS})
+        info = {
+            "fingerprint": fp,
+            "partitions_done": int(partitions_done),
+            "levels": [int(level) for level, _ in partials],
+            "saved_at": time.time(),
+        }
+        meta = dict(total.meta, checkpoint=info, format="streamridge-stats", format_version=1)
+        arrays["meta_json"] = np.frombuffer(json.dumps(meta, default=str).encode(), dtype=np.uint8)
+        atomic_write_npz(self.path, arrays)
+        self._last = time.monotonic()
         self.saves += 1
-        return True
+
+
+def _load_partials(path: Path, levels: list[int]) -> list[tuple[int, FoldStats]]:
+    with np.load(path, allow_pickle=False) as z:
+        return [
+            (int(level), FoldStats.from_arrays([np.array(z[f"partial{j}_{a}"]) for a in _ARRAYS]))
+            for j, level in enumerate(levels)
+        ]

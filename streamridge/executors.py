@@ -1,87 +1,135 @@
-"""Run chunk tasks with a bounded window of tasks in flight and yield results in chunk order.
+"""Run partition tasks and reduce their results in a fixed tree, merging where the results are.
 
-Used by the data pass on every scheduler: a thread pool (one BLAS thread per
-worker), a process pool, or a dask.distributed client.  At most ``window``
-chunks are in flight or buffered, so memory does not grow with the row count.
+The tree is a binary counter over partitions ``0, 1, 2, ...`` (partition ``i``
+is merged with the partial of the same level, as in a binary increment; the
+O(log n) partials left are folded left to right at the end), so its shape is
+a pure function of the number of partitions: the statistics are bit-identical
+on every scheduler and worker count, and a pass resumed from a checkpoint (which
+keeps the partials) merges in the same order as an uninterrupted one.
+
+On a dask.distributed cluster partition results never travel to the driver:
+merges are tasks on the workers and the driver fetches one result per pass
+(plus the partials when it writes a checkpoint).  Locally (sync, threads,
+processes) results come back to this process anyway and are merged here.
+At most ``window`` partitions are in flight, so memory does not grow with the
+number of rows.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
+from .errors import StreamRidgeError
 from .parallel import blas_controller
 from .scheduling import Scheduler
-from .stats import FoldStats, merge
+
+Node = Any  # a partial result, or a future of one
+Snapshot = Callable[[], list[tuple[int, Any]]]
 
 
-class TreeMerger:
-    """In-order pairwise merge (a binary counter): O(log n) partial results, deterministic order."""
+class TreeReducer:
+    """Binary-counter reduction with a deterministic shape.
 
-    def __init__(self, base: FoldStats) -> None:
-        self.base = base
-        self.stack: list[tuple[int, FoldStats]] = []
+    Parameters
+    ----------
+    merge : callable (a, b) -> node
+        Merges two nodes (or submits their merge and returns a future).
+    stack : list of (level, node)
+        Partials of a resumed pass.
+    """
 
-    def push(self, s: FoldStats) -> None:
-        """Add the next chunk's statistics."""
+    def __init__(self, merge: Callable[[Node, Node], Node], stack: Sequence[tuple[int, Node]] = ()) -> None:
+        self.merge = merge
+        self.stack: list[tuple[int, Node]] = list(stack)
+
+    def push(self, node: Node) -> None:
+        """Add the next partition's result."""
         level = 0
         while self.stack and self.stack[-1][0] == level:
             _, left = self.stack.pop()
-            s = merge(left, s)
+            node = self.merge(left, node)
             level += 1
-        self.stack.append((level, s))
+        self.stack.append((level, node))
 
-    def total(self) -> FoldStats:
-        """Base merged with everything pushed so far (the stack is left as is)."""
-        out = self.base
-        for _, s in self.stack:
-            out = merge(out, s)
+    def fold(self) -> Node | None:
+        """All partials merged left to right (None when nothing was pushed)."""
+        out = None
+        for _, node in self.stack:
+            out = node if out is None else self.merge(out, node)
         return out
-
-
-def _materialize(a: Any) -> Any:
-    if a is None:
-        return None
-    return np.asarray(a.compute(scheduler="sync")) if hasattr(a, "compute") else np.asarray(a)
-
-
-def compute_chunk(fn: Callable[..., FoldStats], blocks: Sequence[Any], *args: Any) -> FoldStats:
-    """Read the blocks of one chunk (dask arrays) and apply the kernel ``fn``."""
-    return fn(*(_materialize(b) for b in blocks), *args)
 
 
 def _init_process_worker() -> None:
     blas_controller().limit(limits=1)
 
 
-def run_in_order(
-    fn: Callable[..., FoldStats],
-    calls: Sequence[tuple[Sequence[Any], tuple[Any, ...]]],
+def reduce_partitions(
+    task: Callable[..., Any],
+    args: Callable[[int], tuple[Any, ...]],
+    n: int,
+    merge: Callable[[Any, Any], Any],
     sched: Scheduler,
     *,
+    first: int = 0,
+    stack: Sequence[tuple[int, Any]] = (),
     window: int | None = None,
-) -> Iterator[FoldStats]:
-    """Yield ``compute_chunk(fn, blocks, *args)`` for each call, in order.
+    on_done: Callable[[int, Snapshot], None] | None = None,
+    name_error: Callable[[int, Exception], Exception] | None = None,
+) -> Any:
+    """``merge``-reduce ``task(*args(i))`` for partitions ``first .. n - 1`` onto ``stack``.
 
     Parameters
     ----------
-    fn : the chunk kernel (pure, picklable)
-    calls : sequence of (blocks, args) per chunk, blocks being dask arrays
+    task : the partition kernel (pure, picklable)
+    args : partition index -> arguments of ``task``
+    n : number of partitions
+    merge : associative merge of two results (picklable)
     sched : the resolved scheduler
-    window : tasks in flight (default: workers + 2)
+    first, stack : resume point: partitions done and the reducer's partials
+    window : partitions in flight (default: workers + 2)
+    on_done : called with ``(i, snapshot)`` after partition ``i`` joined the tree;
+        ``snapshot()`` returns the partials as concrete results (for checkpoints)
+    name_error : turns a foreign exception of partition ``i`` into a streamridge error
+
+    Returns
+    -------
+    The merged result, or None when there was nothing to merge.
     """
     window = window or sched.n_workers + 2
-    if sched.kind == "sync" or len(calls) == 0:
-        for blocks, args in calls:
-            yield compute_chunk(fn, blocks, *args)
-        return
-    if sched.kind == "distributed":
-        yield from _run_distributed(fn, calls, sched, window)
-        return
+    run = _run_distributed if sched.kind == "distributed" else _run_local
+    return run(task, args, n, merge, sched, first, stack, window, on_done or (lambda i, s: None), name_error)
+
+
+def _named(name_error: Callable[[int, Exception], Exception] | None, i: int, exc: Exception) -> Exception:
+    if isinstance(exc, StreamRidgeError) or name_error is None:
+        return exc
+    return name_error(i, exc)
+
+
+def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_error):  # type: ignore[no-untyped-def]
+    reducer = TreeReducer(merge, stack)
+
+    def snapshot() -> list[tuple[int, Any]]:
+        return list(reducer.stack)
+
+    def finish(i: int, get: Callable[[], Any]) -> None:
+        try:
+            node = get()
+        except Exception as exc:
+            named = _named(name_error, i, exc)
+            if named is exc:
+                raise
+            raise named from exc
+        reducer.push(node)
+        on_done(i, snapshot)
+
+    if sched.kind == "sync" or n - first <= 0:
+        for i in range(first, n):
+            finish(i, lambda i=i: task(*args(i)))
+        return reducer.fold()
     if sched.kind == "processes":
         ctx = multiprocessing.get_context("spawn")
         pool: cf.Executor = cf.ProcessPoolExecutor(sched.n_workers, mp_context=ctx, initializer=_init_process_worker)
@@ -90,34 +138,55 @@ def run_in_order(
         pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
         limit = blas_controller().limit(limits=1) if sched.n_workers > 1 else None
     try:
-        pending: dict[int, cf.Future[FoldStats]] = {}
-        nxt = 0
-        for i in range(len(calls)):
-            while nxt < len(calls) and nxt < i + window:
-                blocks, args = calls[nxt]
-                pending[nxt] = pool.submit(compute_chunk, fn, blocks, *args)
+        pending: dict[int, cf.Future[Any]] = {}
+        nxt = first
+        for i in range(first, n):
+            while nxt < n and nxt < i + window:
+                pending[nxt] = pool.submit(task, *args(nxt))
                 nxt += 1
-            yield pending.pop(i).result()
+            finish(i, pending.pop(i).result)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if limit is not None:
             limit.restore_original_limits()
+    return reducer.fold()
 
 
-def _run_distributed(fn: Callable[..., FoldStats], calls: Sequence[tuple[Sequence[Any], tuple[Any, ...]]], sched: Scheduler, window: int) -> Iterator[FoldStats]:
-    import dask
+def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done, name_error):  # type: ignore[no-untyped-def]
+    from distributed import wait
 
     client = sched.client
-    task = dask.delayed(fn, pure=True)
+
+    def submit_merge(a: Any, b: Any) -> Any:
+        return client.submit(merge, a, b, pure=False, priority=10)
+
+    reducer = TreeReducer(submit_merge, stack)
+
+    def snapshot() -> list[tuple[int, Any]]:
+        values = client.gather([node for _, node in reducer.stack])
+        return [(level, v) for (level, _), v in zip(reducer.stack, values)]
+
     pending: dict[int, Any] = {}
-    nxt = 0
+    nxt = first
     try:
-        for i in range(len(calls)):
-            while nxt < len(calls) and nxt < i + window:
-                blocks, args = calls[nxt]
-                pending[nxt] = client.compute(task(*[None if b is None else b.to_delayed().reshape(-1)[0] for b in blocks], *args))
+        for i in range(first, n):
+            while nxt < n and nxt < i + window:
+                pending[nxt] = client.submit(task, *args(nxt), pure=False, priority=-nxt)
                 nxt += 1
-            yield pending.pop(i).result()
+            fut = pending.pop(i)
+            wait([fut])
+            if fut.status == "error":
+                exc = fut.exception()
+                raise _named(name_error, i, exc) from exc
+            reducer.push(fut)
+            on_done(i, snapshot)
+        total = reducer.fold()
+        return None if total is None else _result(total)
     finally:
         for f in pending.values():
             f.cancel()
+
+
+def _result(node: Any) -> Any:
+    """The value of a node: a future's result (the one transfer to the driver), or the node itself."""
+    return node.result() if hasattr(node, "result") and hasattr(node, "key") else node

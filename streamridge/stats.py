@@ -164,59 +164,12 @@ def chunk_stats(
     weight, count, mean_x, mean_y, sxx, sxy, syy : arrays with a leading
         axis of length n_cells (float64; count int64)
     """
-    m, N = X.shape
-    T = Y.shape[1]
-    out_w = np.zeros(n_cells)
-    out_n = np.zeros(n_cells, dtype=np.int64)
-    out_mx = np.zeros((n_cells, N))
-    out_my = np.zeros((n_cells, T))
-    out_xx = np.zeros((n_cells, N, N))
-    out_xy = np.zeros((n_cells, N, T))
-    out_yy = np.zeros((n_cells, T))
-    if m == 0:
-        return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
-    cells = np.asarray(cells, dtype=np.int64)
-    if n_cells == 1 or np.all(cells == cells[0]):
-        groups: list[tuple[int, np.ndarray | None]] = [(int(cells[0]), None)]
-    else:
-        order = np.argsort(cells, kind="stable")
-        bounds = np.flatnonzero(np.diff(cells[order])) + 1
-        groups = [(int(cells[idx[0]]), idx) for idx in np.split(order, bounds)]
-    for cell, idx in groups:
-        Xg = X if idx is None else X[idx]  # gathered rows, input dtype
-        Yg = Y if idx is None else Y[idx]
-        w = None if weights is None else np.asarray(weights if idx is None else weights[idx], dtype=np.float64)
-        W = float(Xg.shape[0]) if w is None else float(w.sum())
-        out_n[cell], out_w[cell] = Xg.shape[0], W
-        if W <= 0:
-            continue
-        Xc, out_mx[cell] = _centered(Xg, w, W)
-        Yc, out_my[cell] = _centered(Yg, w, W)
-        if w is not None:
-            s = np.sqrt(w)[:, None]
-            Xc *= s
-            Yc *= s
-        out_xx[cell] = Xc.T @ Xc
-        out_xy[cell] = Xc.T @ Yc
-        out_yy[cell] = np.einsum("ij,ij->j", Yc, Yc)
-    return out_w, out_n, out_mx, out_my, out_xx, out_xy, out_yy
+    from .kernel import CellAccumulator
 
-
-def _centered(A: np.ndarray, w: np.ndarray | None, W: float) -> tuple[np.ndarray, np.ndarray]:
-    """A float64 copy of ``A`` minus its (weighted) column means, and the means.
-
-    One pass for the mean (accumulated in float64 whatever the input dtype) and
-    one for the subtraction, which also converts to float64.  No second
-    re-centering pass is needed: centering about a mean that is off by ``d``
-    changes the co-moment by ``n d d'`` only, second order in the rounding error
-    of the mean, so data with an offset of 1e6 keeps full accuracy.  The
-    returned mean gets the first-order correction (a read-only pass).
-    """
-    mean = (A.sum(axis=0, dtype=np.float64) if w is None else w @ A) / W
-    Ac = np.subtract(A, mean, dtype=np.float64)
-    # the stored mean itself is corrected by a read-only pass (it enters intercepts and merges)
-    mean += (Ac.sum(axis=0) if w is None else w @ Ac) / W
-    return Ac, mean
+    acc = CellAccumulator(n_cells, X.shape[1], Y.shape[1])
+    acc.add(X, Y, cells, None if weights is None else np.asarray(weights, dtype=np.float64))
+    out = acc.result(n_cells, 1)
+    return tuple(getattr(out, a).reshape((n_cells, *getattr(out, a).shape[2:])) for a in _ARRAYS)
 
 
 def from_chunk(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,8 @@ import numpy as np
 
 from .errors import InputError, NonFiniteError, SchedulerError, SourceError, StreamRidgeError
 from .folds import FoldScheme
-from .stats import FoldStats, from_chunk
+from .kernel import CellAccumulator
+from .stats import FoldStats, merge
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,16 @@ class PassSpec:
     skip_nonfinite : bool
         Drop rows with NaN/inf in X, y or weights instead of failing (they keep
         their row index, so folds do not shift).
+    transform : callable or None
+        ``transform(X_block, row_start, groups_block) -> feature_block``, applied
+        to every sub-block of X inside the pass before the kernel (feature maps).
     """
 
     scheme: FoldScheme
     classes: tuple[Any, ...] | None
     n_targets: int
     skip_nonfinite: bool = False
+    transform: Callable[[np.ndarray, int, np.ndarray | None], np.ndarray] | None = None
 
     @property
     def n_classes(self) -> int:
@@ -86,20 +91,25 @@ def _nonfinite_rows(name: str, a: np.ndarray) -> np.ndarray | None:
     return ~ok.reshape(a.shape[0], -1).all(axis=1)
 
 
-def chunk_task(
+def prepare_rows(
     X: np.ndarray,
     y: np.ndarray,
     groups: np.ndarray | None,
     weights: np.ndarray | None,
     row_start: int,
     spec: PassSpec,
-) -> FoldStats:
-    """Statistics of the rows ``row_start .. row_start + len(X) - 1`` (pure function).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rows ``row_start ..`` as the kernel takes them: X, coded targets Y, flat cell ids, weights.
+
+    Fold ids come from the scheme (row index / group), class ids from the
+    labels; rows with NaN/inf are dropped when ``spec.skip_nonfinite``.
 
     Raises
     ------
     NonFiniteError
         If X, y or the weights hold NaN/inf and ``spec.skip_nonfinite`` is off.
+    InputError
+        A negative weight, or a label outside the classes.
     """
     m = X.shape[0]
     folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
@@ -118,23 +128,74 @@ def chunk_task(
                 "skip those rows (skip_nonfinite=True, --skip-nonfinite)"
             )
         keep &= ~bad
+    w = None
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64).reshape(-1)
         if np.any(w[keep] < 0):
             r = int(np.flatnonzero((w < 0) & keep)[0]) + row_start
             raise InputError(f"sample_weight must be non-negative; got a negative weight at row {r}")
-    else:
-        w = None
     if not keep.all():
         X, y, folds = X[keep], np.asarray(y)[keep], folds[keep]
         w = None if w is None else w[keep]
     if spec.classes is None:
         Y = np.asarray(y).reshape(X.shape[0], -1)
-        cls = None
+        cells = folds
     else:
         cls, Y = code_targets(np.asarray(y), spec.classes)
-    stats = from_chunk(np.asarray(X), Y, folds, cls, spec.scheme.n_folds, spec.n_classes, w)
-    stats.meta["rows_seen"] = row_start + m
+        cells = folds * spec.n_classes + cls
+    return np.asarray(X), Y, cells, w
+
+
+class StatsKernel:
+    """The pass's per-partition kernel: rows -> :class:`FoldStats` (fold x class cells).
+
+    A kernel has ``start()`` (a fresh accumulator), ``add(acc, X, y, groups,
+    weights, row_start)`` (rows into it, in place), ``finish(acc)`` (the
+    partition's result) and ``merge(a, b)`` (two results, associative).  A
+    second pass with another statistic plugs in another kernel.
+    """
+
+    def __init__(self, spec: PassSpec, n_features: int) -> None:
+        self.spec = spec
+        self.n_features = n_features
+
+    def start(self) -> CellAccumulator:
+        """An empty accumulator."""
+        s = self.spec
+        return CellAccumulator(s.scheme.n_folds * s.n_classes, self.n_features, s.n_targets)
+
+    def add(self, acc: CellAccumulator, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int) -> None:
+        """Add the rows ``row_start ..`` of one sub-block."""
+        g = None if groups is None else np.asarray(groups).reshape(-1)
+        if self.spec.transform is not None:
+            X = self.spec.transform(X, row_start, g)
+        Xr, Y, cells, w = prepare_rows(X, y, g, weights, row_start, self.spec)
+        acc.add(Xr, Y, cells, w)
+
+    def finish(self, acc: CellAccumulator) -> FoldStats:
+        """The partition's statistics."""
+        return acc.result(self.spec.scheme.n_folds, self.spec.n_classes)
+
+    @staticmethod
+    def merge(a: FoldStats, b: FoldStats) -> FoldStats:
+        """Chan pairwise merge."""
+        return merge(a, b)
+
+
+def chunk_task(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    weights: np.ndarray | None,
+    row_start: int,
+    spec: PassSpec,
+) -> FoldStats:
+    """Statistics of the in-memory rows ``row_start .. row_start + len(X) - 1`` (pure function)."""
+    kernel = StatsKernel(spec, X.shape[1])
+    acc = kernel.start()
+    kernel.add(acc, X, y, groups, weights, row_start)
+    stats = kernel.finish(acc)
+    stats.meta["rows_seen"] = row_start + X.shape[0]
     return stats
 
 
@@ -153,33 +214,6 @@ class PassReport:
         return self.rows / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _block(arr: Any, i: int) -> Any:
-    if arr is None:
-        return None
-    return arr.blocks[i] if arr.ndim == 1 else arr.blocks[i, 0]
-
-
-class _ChunkCalls(Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]):
-    """``(blocks, (row_start, spec))`` of chunks ``first ..``, built when asked for.
-
-    Slicing a dask array per chunk costs time and a few KiB per block; building
-    them on demand keeps the memory of the pass independent of the chunk count.
-    """
-
-    def __init__(self, source: Any, starts: np.ndarray, first: int, spec: PassSpec) -> None:
-        self.source, self.starts, self.first, self.spec = source, starts, first, spec
-
-    def __len__(self) -> int:
-        return len(self.starts) - self.first
-
-    def __getitem__(self, j: Any) -> Any:
-        if not 0 <= j < len(self):
-            raise IndexError(j)
-        i, s = self.first + j, self.source
-        blocks = (_block(s.X, i), _block(s.y, i), _block(s.groups, i), _block(s.sample_weight, i))
-        return blocks, (int(self.starts[i]), self.spec)
-
-
 def spec_dict(spec: PassSpec) -> dict[str, Any]:
     """JSON description of a pass spec (checkpoint fingerprints)."""
     return {
@@ -187,7 +221,29 @@ def spec_dict(spec: PassSpec) -> dict[str, Any]:
         "classes": None if spec.classes is None else [str(c) for c in spec.classes],
         "n_targets": spec.n_targets,
         "skip_nonfinite": spec.skip_nonfinite,
+        "transform": None if spec.transform is None else repr(spec.transform),
     }
+
+
+def default_memory_budget() -> int:
+    """Bytes one task of the pass may use: a quarter of available memory, 256 MiB to 8 GiB."""
+    try:
+        import psutil
+
+        avail = int(psutil.virtual_memory().available)
+    except Exception:  # no psutil or no answer: be conservative
+        return 2**28
+    return int(min(max(avail // 4, 2**28), 2**33))
+
+
+def _stats_bytes(spec: PassSpec, n_features: int) -> int:
+    N, T = n_features, spec.n_targets
+    return 8 * spec.scheme.n_folds * spec.n_classes * (N * N + N * T + N + 2 * T + 2)
+
+
+def _windowed(readers: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """Readers restricted to one partition (in-memory arrays ship only its rows)."""
+    return {role: None if r is None else (r.window(start, stop) if hasattr(r, "window") else r) for role, r in readers.items()}
 
 
 def accumulate(
@@ -202,13 +258,20 @@ def accumulate(
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_every_s: float = 10.0,
     window: int | None = None,
+    memory_budget: int | None = None,
+    kernel: Any = None,
 ) -> FoldStats:
     """Run the pass over a :class:`~streamridge.sources.Source`.
+
+    The rows are cut into partitions (runs of whole stored chunks, see
+    :mod:`streamridge.partitions`); each partition is one task that reads its
+    stored chunks once and accumulates them in place; partition results are
+    merged by a fixed tree on the workers (:mod:`streamridge.executors`).
 
     Parameters
     ----------
     source : Source
-        Dask arrays X (M, N), y, optional groups and sample_weight with equal row chunks.
+        Readers of X (M, N), y, optional groups and sample_weight.
     spec : PassSpec
     row_offset : int
         Global index of the source's first row (continuing ``partial_fit`` calls
@@ -216,95 +279,108 @@ def accumulate(
     scheduler : None, "threads", "sync", "processes", "local:N", address or Client
         See :mod:`streamridge.scheduling`.
     progress : bool or callable
-        Show a tqdm bar (rows/s, ETA) or call ``progress(rows_done)``.
+        Show a tqdm bar (rows/s, ETA) or call ``progress(rows_done)`` per partition.
     meta : dict
         Added to the statistics' metadata.
     report : PassReport
-        Filled with rows, chunks and seconds.
+        Filled with rows, partitions (``chunks``) and seconds.
     checkpoint : path or None
         Directory of a resumable checkpoint (see :mod:`streamridge.checkpoint`).
     checkpoint_every_s : float
         Minimum seconds between checkpoint saves.
     window : int or None
-        Chunks in flight (default: workers + 2).
+        Partitions in flight (default: workers + 2).
+    memory_budget : int or None
+        Bytes one task may use (default :func:`default_memory_budget`); too
+        small for the statistics is an :class:`InputError` naming the size.
+    kernel : object or None
+        The per-partition kernel (default :class:`StatsKernel`).
 
     Returns
     -------
     FoldStats
     """
     from .checkpoint import Checkpointer, fingerprint
-    from .executors import TreeMerger, run_in_order
+    from .executors import reduce_partitions
+    from .partitions import plan_pass, run_partition
     from .scheduling import describe, open_scheduler
 
-    X = source.X
-    chunks = [int(c) for c in X.chunks[0]]
-    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    base = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, X.shape[1], spec.n_targets, meta)
-    done = 0
-    ckpt = fp = None
+    readers, lo = _readers_of(source)
+    hi = lo + int(source.X.shape[0])
+    N = int(source.X.shape[1])
+    kernel = kernel or StatsKernel(spec, N)
+    plan = plan_pass(
+        readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes, stats_bytes=_stats_bytes(spec, N),
+        memory_budget=memory_budget or default_memory_budget(), partition_rows=getattr(source, "partition_rows", None),
+    )
+    done, ckpt, fp = 0, None, None
+    stack: list[tuple[int, FoldStats]] = []
     if checkpoint is not None:
         ckpt = Checkpointer(checkpoint, checkpoint_every_s)
-        fp = fingerprint(source, spec_dict(spec), row_offset)
+        fp = fingerprint(readers, spec_dict(spec), row_offset, plan.describe(), getattr(source, "description", ""))
         resumed = ckpt.resume(fp)
         if resumed is not None:
-            base, done = resumed
-            base.meta.pop("checkpoint", None)
-    calls = _ChunkCalls(source, starts, done, spec)
-    merger = TreeMerger(base)
-    bar = _progress_bar(progress, int(X.shape[0]), initial=int(sum(chunks[:done])))
+            stack, done = resumed
+    n = len(plan)
+    bar = _progress_bar(progress, hi - lo, initial=plan.rows(done)[0] - lo if done < n else hi - lo)
+
+    def args(i: int) -> tuple[Any, ...]:
+        a, b = plan.rows(i)
+        return _windowed(readers, a, b), a, b, plan, kernel, row_offset + (a - lo)
+
+    def on_done(i: int, snapshot: Any) -> None:
+        a, b = plan.rows(i)
+        bar(b - a)
+        if ckpt is not None and fp is not None and i + 1 < n and ckpt.due():
+            ckpt.save(snapshot(), i + 1, fp)
+
+    def name_error(i: int, exc: Exception) -> Exception:
+        a, b = plan.rows(i)
+        return _chunk_error(exc, source, row_offset + a - lo, b - a, i)
+
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
-            parts = run_in_order(chunk_task, calls, sched, window=window)
-            for j, part in enumerate(_named_failures(parts, source, starts, chunks, done)):
-                merger.push(part)
-                bar(chunks[done + j])
-                if ckpt is not None and fp is not None and done + j + 1 < len(chunks) and ckpt.due():
-                    ckpt.maybe_save(merger.total(), done + j + 1, fp, force=True)
+            total = reduce_partitions(
+                run_partition, args, n, kernel.merge, sched, first=done, stack=stack, window=window,
+                on_done=on_done, name_error=name_error,
+            )
+            if ckpt is not None and fp is not None and done < n:
+                ckpt.save(_final_stack(total), n, fp)
     finally:
         bar(None)
-    total = merger.total()
-    if ckpt is not None and fp is not None:
-        ckpt.maybe_save(total, len(chunks), fp, force=True)
+    total = total if total is not None else FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, N, spec.n_targets)
     if report is not None:
-        report.rows += int(sum(chunks[done:]))
-        report.chunks += len(chunks) - done
+        report.rows += hi - (plan.rows(done)[0] if done < n else hi)
+        report.chunks += n - done
         report.seconds += time.perf_counter() - t0
-        report.extra["scheduler"] = describe(scheduler)
-        report.extra["peak_rss_mb"] = _peak_rss_mb()
-        report.extra["resumed_chunks"] = done
+        report.extra.update(
+            scheduler=describe(scheduler), peak_rss_mb=_peak_rss_mb(), resumed_chunks=done, partitions=n,
+            read_rows=plan.read_rows, sub_rows=plan.sub_rows,
+        )
     total.meta.update(meta or {})
-    total.meta["rows_seen"] = row_offset + int(X.shape[0])
+    total.meta.pop("checkpoint", None)
+    total.meta["rows_seen"] = row_offset + (hi - lo)
     return total
 
 
-def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[int], first: int) -> Any:
-    """Yield from ``parts``; turn a foreign exception of chunk i into a one-line :class:`SourceError`.
+def _final_stack(total: Any) -> list[tuple[int, Any]]:
+    """A completed pass is checkpointed as one partial (a resume of it merges nothing)."""
+    return [] if total is None else [(-1, total)]
 
-    Errors of streamridge itself (bad values, a lost scheduler) pass unchanged;
-    anything else (a codec error of a corrupted or truncated chunk, an I/O error)
-    names the chunk's rows and the data set.  A cluster that lost every worker
-    raises :class:`SchedulerError`.
-    """
-    i = first
-    it = iter(parts)
-    while True:
-        try:
-            part = next(it)
-        except StopIteration:
-            return
-        except StreamRidgeError:
-            raise
-        except Exception as exc:
-            raise _chunk_error(exc, source, int(starts[i]), chunks[i], i) from exc
-        yield part
-        i += 1
+
+def _readers_of(source: Any) -> tuple[dict[str, Any], int]:
+    if hasattr(source, "pass_readers"):
+        return source.pass_readers()
+    from .sources import DaskReader
+
+    return {role: None if getattr(source, role, None) is None else DaskReader(getattr(source, role)) for role in ("X", "y", "groups", "sample_weight")}, 0
 
 
 def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> StreamRidgeError:
     lines = str(exc).strip().splitlines()
     what = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    where = f"chunk {i} (rows {start}-{start + m - 1}) of {getattr(source, 'description', 'the data')}"
+    where = f"partition {i} (rows {start}-{start + m - 1}) of {getattr(source, 'description', 'the data')}"
     if type(exc).__module__.startswith("distributed"):
         return SchedulerError(f"the dask cluster failed on {where}: {what}")
     return SourceError(f"cannot read {where}: {what}; the stored chunk may be corrupted or truncated")

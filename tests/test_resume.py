@@ -23,22 +23,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CHUNK_ROWS = 250
 N_CHUNKS = 24
 
-# A pass whose chunk reads sleep 0.1 s, checkpointing after every chunk.
+# A pass whose stored-chunk reads sleep 0.1 s, checkpointing after every partition.
 SLOW_PASS = """
-import sys
-from dataclasses import replace
-from streamridge.sources import open_source
+import sys, time
+from streamridge.sources import _zarr, open_source
 from streamridge.stream import accumulate
-from tests.scale_utils import regression_spec, slow_copy
+from tests.scale_utils import regression_spec
+read = _zarr.ZarrReader.read
+_zarr.ZarrReader.read = lambda self, a, b: (time.sleep(0.1), read(self, a, b))[1]
 src = open_source(sys.argv[1], chunk_rows=int(sys.argv[3]))
-slow = replace(src, X=src.X.map_blocks(slow_copy, dtype=src.X.dtype, delay=0.1))
-accumulate(slow, regression_spec(), scheduler="sync", checkpoint=sys.argv[2], checkpoint_every_s=0)
+accumulate(src, regression_spec(), scheduler="sync", checkpoint=sys.argv[2], checkpoint_every_s=0)
 """
 
 
 def _chunks_done(path: Path) -> int:
     try:
-        return int(load_stats(path).meta["checkpoint"]["chunks_done"])
+        return int(load_stats(path).meta["checkpoint"]["partitions_done"])
     except (ModelFileError, KeyError):
         return -1
 
@@ -71,7 +71,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
         np.random.default_rng(5),
         CHUNK_ROWS * N_CHUNKS,
         8,
-        chunk_rows=500,
+        chunk_rows=CHUNK_ROWS,
     )
     return path
 
@@ -90,6 +90,8 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
     assert report.chunks == N_CHUNKS - covered
     assert resumed.n_rows == whole.n_rows == CHUNK_ROWS * N_CHUNKS
     assert_stats_close(resumed, whole)
+    for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):  # bit for bit (issue 7 item 9)
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name), err_msg=name)
     assert "checkpoint" not in resumed.meta
 
 
@@ -122,3 +124,32 @@ def test_same_path_new_content_is_refused(tmp_path: Path) -> None:
     write_zarr(path, X2, y2, chunk_rows=500)
     with pytest.raises(CheckpointError, match="arrays"):
         accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+
+
+def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
+    """Issue 7 item 4: a chunk rewritten in place (same shape, same first and last rows) is detected."""
+    import zarr
+
+    path = tmp_path / "data.zarr"
+    X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
+    write_zarr(path, X, y, chunk_rows=500)
+    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    time.sleep(0.01)
+    arr = zarr.open_array(path / "X", mode="r+")
+    arr[700:702] = arr[700:702] * 2 + 1  # rows in the middle only
+    with pytest.raises(CheckpointError, match="arrays"):
+        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+
+
+def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
+    """A .npy file changed in the middle (size kept) is detected by its modification time and sampled hash."""
+    X, y, _ = make_data(np.random.default_rng(1), 3000, 4)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    mapped = np.load(tmp_path / "X.npy", mmap_mode="r+")
+    mapped[1500] += 1
+    mapped.flush()
+    del mapped
+    with pytest.raises(CheckpointError, match="arrays"):
+        accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import streamridge.executors as executors
+import streamridge.partitions as partitions
 import streamridge.stream as stream
 from streamridge import StreamRidgeCV
 from streamridge.errors import IncompatibleStatsError, SourceError
@@ -31,8 +32,8 @@ from .scale_utils import (
 # ---------------------------------------------------------------- flat memory
 
 
-class _CountingMerger(executors.TreeMerger):
-    """TreeMerger that records the deepest stack it held."""
+class _CountingReducer(executors.TreeReducer):
+    """TreeReducer that records the deepest stack it held."""
 
     deepest = 0
     pushes = 0
@@ -46,25 +47,27 @@ class _CountingMerger(executors.TreeMerger):
 def test_partials_held_are_log_n_and_window(
     monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator
 ) -> None:
-    """At most window chunks in flight and floor(log2 n) + 1 partial statistics on the merge stack."""
+    """At most window partitions in flight and floor(log2 n) + 1 partial statistics on the merge stack."""
     X, y, _ = make_data(rng, 40_000, 8)
-    source = open_source(X, y=y, chunk_rows=100)  # 400 chunks
+    source = open_source(X, y=y, chunk_rows=100)  # 400 partitions
     started = []
-    kernel = stream.chunk_task
+    task = partitions.run_partition
 
     def counting_task(*args):  # type: ignore[no-untyped-def]
-        started.append(_CountingMerger.pushes)  # pushes done when this chunk started
-        return kernel(*args)
+        started.append(_CountingReducer.pushes)  # pushes done when this partition started
+        return task(*args)
 
-    monkeypatch.setattr(executors, "TreeMerger", _CountingMerger)
-    monkeypatch.setattr(stream, "chunk_task", counting_task)
-    _CountingMerger.deepest = _CountingMerger.pushes = 0
+    monkeypatch.setattr(executors, "TreeReducer", _CountingReducer)
+    monkeypatch.setattr(partitions, "run_partition", counting_task)
+    _CountingReducer.deepest = _CountingReducer.pushes = 0
     window = 3
-    accumulate(source, regression_spec(), scheduler="threads", window=window)
+    report = stream.PassReport()
+    accumulate(source, regression_spec(), scheduler="threads", window=window, report=report)
     n = 400
-    assert _CountingMerger.pushes == n
-    assert _CountingMerger.deepest <= int(np.log2(n)) + 1
-    # chunk j starts only once chunk j - window has been merged
+    assert report.extra["partitions"] == n
+    assert _CountingReducer.pushes == n
+    assert _CountingReducer.deepest <= int(np.log2(n)) + 1
+    # partition j starts only once partition j - window has been merged
     in_flight = max(j - done for j, done in enumerate(sorted(started)))
     assert in_flight <= window
 
@@ -194,7 +197,7 @@ def test_corrupted_chunk_names_the_chunk(
 ) -> None:
     store, *_ = make_store(tmp_path / "bad.zarr", rng, 4000, 6, chunk_rows=500)
     damage_chunk(store, how)
-    with pytest.raises(SourceError, match=r"chunk 3 \(rows 1500-1999\) of zarr store .*bad\.zarr") as info:
+    with pytest.raises(SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr") as info:
         accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
     assert "\n" not in str(info.value)
 

@@ -10,40 +10,37 @@ pickled, so the threads, processes and distributed schedulers all run it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dask.array as da
-import h5py
 import numpy as np
 
 from ..errors import InputError, SourceError
 from ._common import (
     ROLES,
-    Container,
-    as_arraylike,
     check_arrays,
     choose_row_chunks,
     find_arrays,
-    is_url,
-    local_path,
     regular_step,
-    remote_options,
     string_list,
     to_dask,
 )
-from ._hdf5 import HDF5_SUFFIXES, open_hdf5, write_hdf5
+from ._hdf5 import HDF5_SUFFIXES, is_hdf5_node, open_hdf5, open_hdf5_node, write_hdf5
+from ._memory import DaskReader, MemoryContainer, NumpyReader, as_reader
 from ._npy import has_npy, open_npy
-from ._zarr import open_zarr, write_zarr
+from ._protocol import ArrayReader, Container, RowGrid
+from ._url import is_url, local_path, remote_options
+from ._zarr import ZarrContainer, is_zarr_node, open_zarr, write_zarr, zarr_node_location
 
-__all__ = ["Source", "open_source", "write_hdf5", "write_zarr"]
+__all__ = ["ArrayReader", "RowGrid", "Source", "open_source", "write_hdf5", "write_zarr"]
 
 _ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 
 
 @dataclass
 class Source:
-    """Arrays of one data set, as dask arrays sharing their row chunks.
+    """Arrays of one data set: row-range readers for the pass, dask views sharing their row chunks.
 
     Attributes
     ----------
@@ -58,6 +55,13 @@ class Source:
         From the ``target_names`` attribute of y (or of its group or file).
     description : str
         E.g. ``"zarr store /data/big.zarr (X: 2000000 x 200 float32)"``.
+    readers : dict of role to ArrayReader or None
+        What the pass reads (stored chunks, row ranges); a dask array replaced
+        on the Source (``dataclasses.replace(src, X=...)``) is read instead.
+    rows : tuple of int
+        The rows ``[start, stop)`` of the readers this source covers.
+    partition_rows : int or None
+        Rows per partition asked for (``chunk_rows``); None: from the memory budget.
     """
 
     X: da.Array
@@ -67,6 +71,10 @@ class Source:
     feature_names: list[str] | None = None
     target_names: list[str] | None = None
     description: str = "arrays"
+    readers: dict[str, ArrayReader | None] | None = field(default=None, repr=False, compare=False)
+    rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    partition_rows: int | None = field(default=None, repr=False, compare=False)
+    _views: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def n_rows(self) -> int:
         """Number of rows."""
@@ -77,17 +85,54 @@ class Source:
         return int(self.X.shape[1])
 
     def row_chunks(self) -> tuple[int, ...]:
-        """Row counts of the chunks."""
+        """Row counts of the chunks of the dask views."""
         return tuple(int(c) for c in self.X.chunks[0])
 
     def rechunk(self, row_chunks: tuple[int, ...]) -> Source:
-        """Return a copy whose arrays all have the given row chunks."""
+        """Return a copy whose dask views all have the given row chunks (the readers are kept)."""
 
         def re(a: da.Array | None) -> da.Array | None:
             return None if a is None else to_dask(a, row_chunks, token=())
 
-        X = to_dask(self.X, row_chunks, token=())
-        return replace(self, X=X, y=re(self.y), groups=re(self.groups), sample_weight=re(self.sample_weight))
+        return _with_views(self, {"X": re(self.X), "y": re(self.y), "groups": re(self.groups), "sample_weight": re(self.sample_weight)})
+
+    def select_rows(self, start: int, stop: int) -> Source:
+        """The same data restricted to rows ``[start, stop)``."""
+        lo = 0 if self.rows is None else self.rows[0]
+        views = {role: None if getattr(self, role) is None else getattr(self, role)[start:stop] for role in ROLES}
+        out = _with_views(self, views)
+        out.rows = (lo + start, lo + stop)
+        out.description = f"{self.description} rows {start}:{stop}"
+        return out
+
+    def pass_readers(self) -> tuple[dict[str, ArrayReader | None], int]:
+        """Readers of X, y, groups, sample_weight for the pass, and the first row they cover.
+
+        A role whose dask view was replaced since the source was opened is read
+        from its current dask array.
+        """
+        out: dict[str, ArrayReader | None] = {}
+        offsets = set()
+        for role in ROLES:
+            view = getattr(self, role)
+            reader = (self.readers or {}).get(role)
+            if view is None:
+                out[role] = None
+            elif reader is not None and self._views.get(role) is view:
+                out[role] = reader
+                offsets.add(0 if self.rows is None else self.rows[0])
+            else:
+                out[role] = DaskReader(view)
+                offsets.add(0)
+        if len(offsets) > 1:  # a mix of sliced readers and replaced views: read everything from the views
+            return {role: None if getattr(self, role) is None else DaskReader(getattr(self, role)) for role in ROLES}, 0
+        return out, offsets.pop() if offsets else 0
+
+
+def _with_views(source: Source, views: dict[str, Any]) -> Source:
+    out = replace(source, **views)
+    out._views = {role: views[role] for role in ROLES if source._views.get(role) is getattr(source, role)}
+    return out
 
 
 def open_source(
@@ -146,33 +191,26 @@ def open_source(
     if isinstance(data, Source):
         return _reopen(data, chunk_rows=chunk_rows, memory_budget=memory_budget)
     names = {"X": x, "y": y, "groups": groups, "sample_weight": sample_weight}
-    if isinstance(data, (str, os.PathLike)):
+    token: tuple[Any, ...] = ()
+    if isinstance(data, (str, os.PathLike)) or is_zarr_node(data) or is_hdf5_node(data):
         container, location = _open_location(data, storage_options)
         if container.fixed_x is None:
             arrays = find_arrays(container, names, require_y=require_y)
         else:
             arrays = find_arrays(container, {**names, "X": None}, require_y=require_y)
             arrays["X"] = container.fixed_x
-        token: tuple[Any, ...] = (container.where, _mtime(location))
+        token = (container.where, _mtime(location))
+        named = {role for role in ROLES if isinstance(names[role], str)}
     else:
-        container = _InMemory()
-        arrays = {"X": as_arraylike(data, "X")}
+        container = MemoryContainer()
+        arrays = {"X": as_reader(data, "X")}
         for role in ROLES[1:]:
             arrays[role] = _in_memory(role, names[role], require_y=require_y)
-        token = ()
+        named = set()
     for role in ROLES[1:]:
         if arrays[role] is not None and not isinstance(names[role], str):
-            arrays[role] = as_arraylike(arrays[role], role)
-    in_memory = isinstance(container, _InMemory)
-    named = set() if in_memory else {role for role in ROLES if isinstance(names[role], str)}
+            arrays[role] = as_reader(arrays[role], role)
     return _assemble(container, arrays, token, named, chunk_rows=chunk_rows, memory_budget=memory_budget)
-
-
-class _InMemory(Container):
-    where = "arrays"
-
-    def native_rows(self, array: Any) -> int:
-        return regular_step(array.chunks[0]) if isinstance(array, da.Array) else 1
 
 
 def _in_memory(role: str, value: Any, *, require_y: bool) -> Any:
@@ -185,9 +223,13 @@ def _in_memory(role: str, value: Any, *, require_y: bool) -> Any:
     )
 
 
-def _open_location(
-    data: str | os.PathLike[str], storage_options: dict[str, Any] | None
-) -> tuple[Container, str]:
+def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[Container, str]:
+    if is_zarr_node(data):
+        location = zarr_node_location(data)
+        return ZarrContainer(data, f"zarr store {location}"), location
+    if is_hdf5_node(data):
+        container = open_hdf5_node(data)
+        return container, container.location
     text = os.fspath(data)
     if is_url(text):
         options = remote_options(text, storage_options)
@@ -212,9 +254,15 @@ def _open_location(
         raise SourceError(f"{path} is a directory but neither a zarr store nor a directory of .npy files")
     if path.lower().endswith(".npy"):
         return open_npy(path), path
-    if path.lower().endswith(HDF5_SUFFIXES) or h5py.is_hdf5(path):
+    if path.lower().endswith(HDF5_SUFFIXES) or _is_hdf5_file(path):
         return open_hdf5(path, storage_options=None), path
     raise SourceError(f"cannot tell the format of {path}; use a zarr store, an .h5/.hdf5 file or .npy files")
+
+
+def _is_hdf5_file(path: str) -> bool:
+    import h5py
+
+    return bool(h5py.is_hdf5(path))
 
 
 def _mtime(location: str) -> float | None:
@@ -236,16 +284,18 @@ def _assemble(
     check_arrays(arrays, container.where)
     X = arrays["X"]
     n_rows, n_features = (int(n) for n in X.shape)
+    check_statistics_fit(n_features, container.where)
+    grid = X.grid()
     row_chunks = choose_row_chunks(
         n_rows,
         n_features,
-        native_rows=container.native_rows(X),
+        native_rows=grid.step if grid.regular else 1,
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
-    dask_arrays = {
-        role: None if arrays[role] is None else to_dask(arrays[role], row_chunks, token=(*token, role))
-        for role in ROLES[1:]
+    views = {
+        role: None if arrays[role] is None else to_dask(_dask_input(arrays[role]), row_chunks, token=(*token, role))
+        for role in ROLES
     }
     feature_names = string_list(container.attr(X, "feature_names"))
     y = arrays["y"]
@@ -254,15 +304,60 @@ def _assemble(
     n_targets = 1 if y is None or len(y.shape) == 1 else int(y.shape[1])
     _check_names(target_names, n_targets, "target_names", container.where)
     description = f"{container.where} (X: {n_rows} x {n_features} {np.dtype(X.dtype)})"
+    X_view = views["X"]
+    assert X_view is not None
     return Source(
-        X=to_dask(X, row_chunks, token=(*token, "X")),
-        y=dask_arrays["y"],
-        groups=dask_arrays["groups"],
-        sample_weight=dask_arrays["sample_weight"],
+        X_view,
+        views["y"],
+        views["groups"],
+        views["sample_weight"],
         feature_names=feature_names,
         target_names=target_names,
         description=description,
+        readers=dict(arrays),
+        partition_rows=chunk_rows,
+        _views=dict(views),
     )
+
+
+def _dask_input(reader: ArrayReader) -> Any:
+    """What the dask view wraps: the array itself when it is in memory or already dask."""
+    if isinstance(reader, (NumpyReader, DaskReader)):
+        return reader.array
+    return reader
+
+
+def check_statistics_fit(n_features: int, where: str) -> None:
+    """Refuse at once an X whose N x N statistics alone exceed this machine's memory.
+
+    Raises
+    ------
+    InputError
+        Naming the size of one N x N float64 matrix and the memory.
+    """
+    need = 8 * n_features * n_features
+    total = _physical_memory()
+    if total is not None and need > total:
+        raise InputError(
+            f"X in {where} has {n_features} features: its statistics need at least {_size(need)} "
+            f"(N x N x 8 bytes per fold and class), more than this machine's {_size(total)} of memory; "
+            "select or reduce the features first"
+        )
+
+
+def _physical_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000:
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} EB"
 
 
 def _check_names(names: list[str] | None, expected: int, what: str, where: str) -> None:
@@ -278,6 +373,7 @@ def _reopen(source: Source, *, chunk_rows: int | None, memory_budget: int) -> So
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
-    if row_chunks == source.row_chunks():
-        return source
-    return source.rechunk(row_chunks)
+    out = source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)
+    if chunk_rows is not None and chunk_rows != out.partition_rows:
+        out = replace(out, partition_rows=chunk_rows)
+    return out

@@ -1,18 +1,13 @@
-"""Pieces shared by every source backend: containers, lazy readers, row chunks, checks.
+"""Checks and helpers shared by the backends: array look-up, shapes and dtypes, dask views, writing.
 
-A backend turns ``data`` into a :class:`Container` that looks arrays up by name.
-:func:`assemble` then checks shapes and dtypes, chooses the row chunks and wraps
-every array in a dask array whose tasks can be pickled (each task re-opens its
-file, so the processes and distributed schedulers can run the graph).
+Imports no backend (the backends import this module and :mod:`._protocol`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import shutil
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +18,8 @@ import numpy as np
 from dask.base import tokenize
 
 from ..errors import InputError, ParameterError, SourceError
+from ._protocol import Container
+from ._url import local_path
 
 ROLES = ("X", "y", "groups", "sample_weight")
 _FLAGS = {  # role -> (command-line flag, keyword of open_source)
@@ -32,92 +29,6 @@ _FLAGS = {  # role -> (command-line flag, keyword of open_source)
     "sample_weight": ("sample-weight", "sample_weight"),
 }
 _NUMERIC_KINDS = "biuf"
-HTTP_CONNECT_TIMEOUT = 10.0  # seconds to open a connection before a URL counts as unreachable
-HTTP_READ_TIMEOUT = 300.0  # seconds without a byte before a read is abandoned
-
-
-class Container:
-    """Named arrays of one storage (a zarr group, an HDF5 file, a directory of .npy files).
-
-    Subclasses implement :meth:`get`, :meth:`names` and may override
-    :meth:`native_rows` and :meth:`attr`.  ``where`` names the storage in
-    messages, e.g. ``"zarr store /data/big.zarr"``.
-    """
-
-    where: str = "source"
-    fixed_x: Any | None = None  # set when the storage is X itself (a bare array, one .npy file)
-
-    def get(self, name: str) -> Any | None:
-        """Return the lazy array called ``name``, or None when there is none."""
-        raise NotImplementedError
-
-    def names(self) -> list[str]:
-        """Return the names of every array in the storage (for error messages)."""
-        raise NotImplementedError
-
-    def native_rows(self, array: Any) -> int:
-        """Return the rows of one storage chunk of ``array`` (1 when unchunked)."""
-        return 1
-
-    def attr(self, array: Any, key: str) -> Any | None:
-        """Return the attribute ``key`` of ``array`` (or of the storage), or None."""
-        return None
-
-    def lookup(self, role: str, name: str, *, required: bool) -> Any | None:
-        """Find the array of ``role``; raise a :class:`SourceError` listing names if required."""
-        array = self.get(name)
-        if array is None and required:
-            try:
-                found = ", ".join(self.names()) or "no arrays"
-            except Exception:  # listing is a courtesy; a remote store may refuse it
-                found = "(could not list)"
-            flag, keyword = _FLAGS[role]
-            raise SourceError(
-                f"array {name!r} not found in {self.where}; it has: {found}; "
-                f"pass the right name with --{flag} ({keyword}=...)"
-            )
-        return array
-
-
-class LazyReader:
-    """Picklable array-like that opens its file on first read, in whichever process reads.
-
-    Subclasses set ``shape`` and ``dtype`` in ``__init__`` and implement
-    :meth:`_open` (returning an object indexable like the array).  The open
-    handle is cached per process and dropped when pickled.
-    """
-
-    shape: tuple[int, ...]
-    dtype: np.dtype[Any]
-
-    def __init__(self) -> None:
-        self._handle: Any = None
-        self._lock = threading.Lock()
-
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions."""
-        return len(self.shape)
-
-    def _open(self) -> Any:
-        raise NotImplementedError
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        if self._handle is None:
-            with self._lock:
-                if self._handle is None:
-                    self._handle = self._open()
-        return np.asarray(self._handle[key])
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_handle"] = None
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def find_arrays(
@@ -147,8 +58,24 @@ def find_arrays(
             arrays[role] = name
             continue
         required = role != "y" or require_y
-        arrays[role] = container.lookup(role, name, required=required)
+        arrays[role] = lookup(container, role, name, required=required)
     return arrays
+
+
+def lookup(container: Container, role: str, name: str, *, required: bool) -> Any | None:
+    """Find the array of ``role``; raise a :class:`SourceError` listing names if required."""
+    array = container.get(name)
+    if array is None and required:
+        try:
+            found = ", ".join(container.names()) or "no arrays"
+        except Exception:  # listing is a courtesy; a remote store may refuse it
+            found = "(could not list)"
+        flag, keyword = _FLAGS[role]
+        raise SourceError(
+            f"array {name!r} not found in {container.where}; it has: {found}; "
+            f"pass the right name with --{flag} ({keyword}=...)"
+        )
+    return array
 
 
 def check_arrays(arrays: dict[str, Any], where: str) -> None:
@@ -265,92 +192,6 @@ def to_dask(array: Any, row_chunks: tuple[int, ...], *, token: tuple[Any, ...]) 
     meta = np.empty((0,) * len(array.shape), dtype=array.dtype)
     name = "streamridge-source-" + tokenize(*token, array.shape, str(array.dtype), chunks)
     return da.from_array(array, chunks=chunks, name=name, lock=False, meta=meta, asarray=True)
-
-
-def as_arraylike(value: Any, role: str) -> Any:
-    """Turn an array given directly into something :func:`to_dask` can wrap without a copy.
-
-    Dask arrays, NumPy arrays, zarr arrays and lazy readers pass through; a whole
-    memory-mapped file becomes a reader; anything else goes through ``np.asarray``.
-    """
-    from ._npy import MemmapReader, is_whole_memmap
-
-    if is_whole_memmap(value):
-        return MemmapReader(value)
-    if isinstance(value, (da.Array, np.ndarray, LazyReader)) or type(value).__module__.startswith("zarr."):
-        return value
-    try:
-        return np.asarray(value)
-    except Exception as exc:
-        raise InputError(f"{role} must be an array or an array name; got {type(value).__name__}") from exc
-
-
-def local_path(data: str | os.PathLike[str]) -> str:
-    """Return a local path for ``data`` (``file://`` stripped, ``~`` expanded)."""
-    text = os.fspath(data)
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    return os.path.expanduser(text)
-
-
-def is_url(data: str) -> bool:
-    """Whether ``data`` is an fsspec URL other than ``file://``."""
-    return "://" in data and not data.startswith("file://")
-
-
-def remote_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean a URL could not be reached."""
-    errors: list[type[BaseException]] = [OSError, TimeoutError, asyncio.TimeoutError]
-    try:
-        import aiohttp
-    except ImportError:  # pragma: no cover - aiohttp is needed only for http(s)
-        return tuple(errors)
-    return (*errors, aiohttp.ClientError)
-
-
-def remote_options(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """fsspec options for ``url``; http(s) gets a connect timeout unless one is given.
-
-    Parameters
-    ----------
-    url : str
-    storage_options : dict or None
-
-    Returns
-    -------
-    dict
-    """
-    require_filesystem(url)
-    options = dict(storage_options or {})
-    if url.startswith(("http://", "https://")):
-        import aiohttp
-
-        client = dict(options.get("client_kwargs") or {})
-        client.setdefault(
-            "timeout", aiohttp.ClientTimeout(sock_connect=HTTP_CONNECT_TIMEOUT, sock_read=HTTP_READ_TIMEOUT)
-        )
-        if isinstance(client["timeout"], (int, float)):  # e.g. from --storage-options JSON: seconds in all
-            client["timeout"] = aiohttp.ClientTimeout(total=float(client["timeout"]), sock_connect=HTTP_CONNECT_TIMEOUT)
-        options["client_kwargs"] = client
-    return options
-
-
-def require_filesystem(url: str) -> None:
-    """Fail in one line, naming the ``remote`` extra, when the filesystem of ``url`` is not installed."""
-    import fsspec
-
-    protocol = url.split("://", 1)[0].lower()
-    try:
-        fsspec.get_filesystem_class(protocol)
-        if protocol in ("http", "https"):
-            import aiohttp  # noqa: F401
-    except ImportError as exc:
-        reason = " ".join(str(exc).split())
-        raise SourceError(
-            f'reading {protocol}:// URLs needs optional packages; pip install "streamridge[remote]" ({reason})'
-        ) from None
-    except ValueError as exc:  # an unknown protocol
-        raise SourceError(f"cannot read {url}: {' '.join(str(exc).split())}") from None
 
 
 def default_chunk_rows(X: Any) -> int:

@@ -10,15 +10,9 @@ import h5py
 import numpy as np
 
 from ..errors import SourceError
-from ._common import (
-    ROLES,
-    Container,
-    LazyReader,
-    atomic_path,
-    default_chunk_rows,
-    is_url,
-    remote_errors,
-)
+from ._common import ROLES, atomic_path, default_chunk_rows
+from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint
+from ._url import is_url, remote_errors
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 
@@ -32,7 +26,7 @@ def _open_file(location: str, storage_options: dict[str, Any] | None) -> h5py.Fi
     return h5py.File(location, "r")
 
 
-class HDF5Reader(LazyReader):
+class HDF5Reader(ArrayReader):
     """One HDF5 dataset; every process that reads opens the file itself.
 
     h5py serialises calls with its own global lock, so no dask lock is needed.
@@ -60,6 +54,21 @@ class HDF5Reader(LazyReader):
         self.native_rows = int(dataset.chunks[0]) if dataset.chunks else 1
         self.attrs = {k: dataset.attrs[k] for k in ("feature_names", "target_names") if k in dataset.attrs}
 
+    def grid(self) -> RowGrid:
+        """HDF5 chunk rows; any row range for a contiguous dataset."""
+        return RowGrid(int(self.shape[0]), step=max(1, self.native_rows))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Size, modification time and a sampled hash of the file (size and ETag/mtime for URLs)."""
+        if not is_url(self.location):
+            return {**file_fingerprint(self.location), "dataset": self.name}
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(self.location, **(self.storage_options or {}))
+        info = fs.info(path)
+        stamp = next((str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info), "")
+        return {"size": int(info.get("size") or 0), "stamp": stamp, "dataset": self.name}
+
     def _open(self) -> Any:
         dataset = _open_file(self.location, self.storage_options)[self.name]
         if h5py.check_string_dtype(dataset.dtype) is not None:
@@ -74,26 +83,26 @@ def _read_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
 class HDF5Container(Container):
     """The datasets of one HDF5 file, named by path (``"/features/X"`` or ``"X"``)."""
 
-    def __init__(self, file: h5py.File, location: str, storage_options: dict[str, Any] | None) -> None:
-        self.file = file
+    def __init__(
+        self, file: h5py.File | h5py.Group, location: str, storage_options: dict[str, Any] | None
+    ) -> None:
+        self.file = file  # the file or, for a Group object passed as data, that group
         self.location = location
         self.storage_options = storage_options
-        self.where = f"HDF5 file {location}"
+        inside = "" if file.name in ("/", None) else f" group {file.name}"
+        self.where = f"HDF5 file {location}{inside}"
 
     def get(self, name: str) -> HDF5Reader | None:
-        key = "/" + name.strip("/")
-        obj = self.file.get(key)
+        key = name.strip("/")
+        obj = self.file.get(key) if self.file.name != "/" else self.file.get("/" + key)
         if not isinstance(obj, h5py.Dataset):
             return None
-        return HDF5Reader(self.location, key, obj, self.storage_options)
+        return HDF5Reader(self.location, str(obj.name), obj, self.storage_options)
 
     def names(self) -> list[str]:
         found: list[str] = []
         self.file.visititems(lambda n, o: found.append("/" + n) if isinstance(o, h5py.Dataset) else None)
         return sorted(found)
-
-    def native_rows(self, array: Any) -> int:
-        return int(getattr(array, "native_rows", 1))
 
     def attr(self, array: Any, key: str) -> Any | None:
         value = getattr(array, "attrs", {}).get(key)
@@ -123,6 +132,16 @@ def open_hdf5(location: str, *, storage_options: dict[str, Any] | None) -> HDF5C
         what = "reach" if is_url(location) else "read HDF5 file"
         raise SourceError(f"cannot {what} {location}: {exc}") from exc
     return HDF5Container(file, location, storage_options)
+
+
+def is_hdf5_node(data: Any) -> bool:
+    """Whether ``data`` is an open h5py File or Group."""
+    return isinstance(data, h5py.Group)
+
+
+def open_hdf5_node(node: h5py.Group) -> HDF5Container:
+    """The datasets under an open h5py File or Group (read again by path in every reader)."""
+    return HDF5Container(node, str(node.file.filename), None)
 
 
 def write_hdf5(

@@ -9,10 +9,10 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import InputError, SourceError
-from ._common import Container, LazyReader
+from ._protocol import ArrayReader, Container, file_fingerprint
 
 
-class NpyReader(LazyReader):
+class NpyReader(ArrayReader):
     """One ``.npy`` file, memory-mapped read-only in whichever process reads it.
 
     Parameters
@@ -33,8 +33,12 @@ class NpyReader(LazyReader):
         except ValueError as exc:
             raise InputError(f"cannot memory-map {self.path}: {exc}; save it with a numeric dtype") from exc
 
+    def fingerprint(self) -> dict[str, Any]:
+        """Size, modification time and a sampled hash of the file."""
+        return file_fingerprint(self.path)
 
-class MemmapReader(LazyReader):
+
+class MemmapReader(ArrayReader):
     """A whole ``np.memmap`` passed as an array, re-mapped in whichever process reads it.
 
     Dask would otherwise copy a memmap into memory when wrapping it.
@@ -59,6 +63,10 @@ class MemmapReader(LazyReader):
         return np.memmap(
             self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=self.shape, order=self.order
         )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Size, modification time and a sampled hash of the file, and the mapping's offset."""
+        return {**file_fingerprint(self.path), "offset": self.offset}
 
 
 def is_whole_memmap(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from typing import Any
@@ -11,7 +12,76 @@ import numpy as np
 import zarr
 
 from ..errors import SourceError
-from ._common import ROLES, Container, atomic_path, default_chunk_rows, remote_errors
+from ._common import ROLES, atomic_path, default_chunk_rows
+from ._protocol import ArrayReader, Container, RowGrid
+from ._url import remote_errors
+
+
+class ZarrReader(ArrayReader):
+    """One zarr array (format 2 or 3, sharded or not), local or remote.
+
+    The stored grid is the shard (or chunk) grid; a read of whole inner
+    chunks decodes each of them once.
+
+    Parameters
+    ----------
+    array : zarr.Array
+    """
+
+    def __init__(self, array: Any) -> None:
+        super().__init__()
+        self.array = array
+        self.shape = tuple(int(n) for n in array.shape)
+        self.dtype = np.dtype(array.dtype)
+
+    @classmethod
+    def from_array(cls, array: Any) -> ZarrReader:
+        """Reader of a zarr array object."""
+        return cls(array)
+
+    @property
+    def attrs(self) -> Any:
+        """The array's attributes."""
+        return self.array.attrs
+
+    def _open(self) -> Any:
+        return self.array
+
+    def grid(self) -> RowGrid:
+        """Shard rows (stored objects) with inner-chunk reads, or chunk rows."""
+        chunk = int(self.array.chunks[0]) if self.shape[0] else 1
+        shards = getattr(self.array, "shards", None)
+        if shards:
+            return RowGrid(self.shape[0], step=max(1, int(shards[0])), read_step=max(1, chunk))
+        return RowGrid(self.shape[0], step=max(1, chunk))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Size and modification time (or ETag) of every stored object of the array, hashed."""
+        return {"objects": _listing_digest(self.array), "shape": list(self.shape)}
+
+
+def _listing_digest(array: Any) -> str:
+    """SHA-256 over (key, size, mtime) of every object under the array's path in its store."""
+    store = array.store
+    path = str(getattr(array, "path", "") or "").strip("/")
+    entries: list[tuple[str, int, str]] = []
+    root = getattr(store, "root", None)
+    fs = getattr(store, "fs", None)
+    if root is not None:
+        base = os.path.join(str(root), path)
+        for dirpath, _dirs, files in os.walk(base):
+            for f in files:
+                st = os.stat(os.path.join(dirpath, f))
+                entries.append((os.path.relpath(os.path.join(dirpath, f), base), st.st_size, str(st.st_mtime_ns)))
+    elif fs is not None:
+        base = f"{str(getattr(store, 'path', '')).rstrip('/')}/{path}".rstrip("/")
+        for key, info in sorted(fs.find(base, detail=True).items()):
+            stamp = next((str(info[k]) for k in ("mtime", "LastModified", "ETag", "last_modified", "etag") if k in info), "")
+            entries.append((key, int(info.get("size") or 0), stamp))
+    else:  # in-memory and other stores: a hash of the data itself
+        return hashlib.sha256(np.ascontiguousarray(array[...]).tobytes()).hexdigest()[:16]
+    entries.sort()
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:16]
 
 
 class ZarrContainer(Container):
@@ -28,26 +98,22 @@ class ZarrContainer(Container):
         self.where = where
         self.group = node if isinstance(node, zarr.Group) else None
         if self.group is None:
-            self.fixed_x = node
+            self.fixed_x = ZarrReader(node)
 
-    def get(self, name: str) -> Any | None:
+    def get(self, name: str) -> ZarrReader | None:
         if self.group is None:
             return None
         try:
             node = self.group[name.strip("/")]
         except (KeyError, FileNotFoundError):
             return None
-        return node if isinstance(node, zarr.Array) else None
+        return ZarrReader(node) if isinstance(node, zarr.Array) else None
 
     def names(self) -> list[str]:
         if self.group is None:
             return ["(a single array, used as X)"]
         members = self.group.members(max_depth=None)
         return sorted(path for path, node in members if isinstance(node, zarr.Array))
-
-    def native_rows(self, array: Any) -> int:
-        shards = getattr(array, "shards", None)
-        return int((shards or array.chunks)[0])
 
     def attr(self, array: Any, key: str) -> Any | None:
         value = array.attrs.get(key)
@@ -82,6 +148,20 @@ def open_zarr(location: str, *, storage_options: dict[str, Any] | None) -> ZarrC
     except (ValueError, KeyError, TypeError) as exc:  # unreadable metadata
         raise SourceError(f"cannot read zarr store {location}: {exc}") from exc
     return ZarrContainer(node, where)
+
+
+def zarr_node_location(node: Any) -> str:
+    """Where a zarr Group or Array object lives, for messages (its store and path)."""
+    store = node.store
+    root = getattr(store, "root", None) or getattr(store, "path", None)
+    path = str(getattr(node, "path", "") or "")
+    base = str(root) if root is not None else str(store)
+    return os.path.join(base, path) if path else base
+
+
+def is_zarr_node(data: Any) -> bool:
+    """Whether ``data`` is a zarr Group or Array object."""
+    return isinstance(data, (zarr.Group, zarr.Array))
 
 
 def write_zarr(

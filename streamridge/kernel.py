@@ -1,0 +1,143 @@
+"""The chunk kernel: accumulate rows into per-cell statistics in place.
+
+One :class:`CellAccumulator` per partition of the pass.  Every sub-block of
+rows is gathered by cell once (a stable sort of the cell ids), centered per
+cell in float64 and added into that cell's accumulator with a rank-m BLAS
+``syrk`` followed by the rank-1 Chan, Golub & LeVeque correction
+
+.. code-block:: text
+
+    n    = n_a + n_b,   d = mean_b - mean_a
+    S   += S_b + (n_a n_b / n) d d'
+    mean = mean_a + d n_b / n
+
+so no per-sub-block statistics are allocated and merged, only the cells that
+occur are touched, and an offset of 1e6 in the data costs no accuracy.  Only
+the lower triangle of ``Sxx`` is updated until :meth:`CellAccumulator.result`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import blas
+
+from .stats import FoldStats
+
+
+class CellAccumulator:
+    """Running statistics of ``n_cells`` cells, updated in place.
+
+    Parameters
+    ----------
+    n_cells : int
+    n_features, n_targets : int
+    """
+
+    def __init__(self, n_cells: int, n_features: int, n_targets: int) -> None:
+        C, N, T = n_cells, n_features, n_targets
+        self.weight = np.zeros(C)
+        self.count = np.zeros(C, dtype=np.int64)
+        self.mean_x = np.zeros((C, N))
+        self.mean_y = np.zeros((C, T))
+        self.sxx = np.zeros((C, N, N))  # lower triangle only until result()
+        self.sxy = np.zeros((C, N, T))
+        self.syy = np.zeros((C, T))
+
+    def add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Add rows ``X`` (m, N), targets ``Y`` (m, T) of flat cell ids ``cells`` (m,).
+
+        Parameters
+        ----------
+        X : array of shape (m, n_features), any real dtype
+        Y : array of shape (m, n_targets)
+        cells : array of int of shape (m,)
+        weights : array of shape (m,) or None
+            Non-negative sample weights.
+        """
+        m = X.shape[0]
+        if m == 0:
+            return
+        cells = np.asarray(cells, dtype=np.int64)
+        first = int(cells[0])
+        if self.weight.shape[0] == 1 or bool(np.all(cells == first)):
+            self._add_cell(first, X, Y, weights)
+            return
+        order = np.argsort(cells, kind="stable")
+        sorted_cells = cells[order]
+        bounds = np.flatnonzero(np.diff(sorted_cells)) + 1
+        Xg, Yg = X[order], Y[order]  # one gather of the sub-block, input dtype
+        wg = None if weights is None else weights[order]
+        lo = 0
+        for hi in (*bounds.tolist(), m):
+            self._add_cell(int(sorted_cells[lo]), Xg[lo:hi], Yg[lo:hi], None if wg is None else wg[lo:hi])
+            lo = hi
+
+    def _add_cell(self, c: int, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> None:
+        m = X.shape[0]
+        self.count[c] += m
+        W = float(m) if w is None else float(w.sum())
+        if W <= 0:
+            return
+        Xc, mx = _centered(X, w, W)
+        Yc, my = _centered(Y, w, W)
+        if w is not None:
+            s = np.sqrt(w)[:, None]
+            Xc *= s
+            Yc *= s
+        S = self.sxx[c].T  # Fortran view: its upper triangle is the lower triangle of sxx[c]
+        _syrk_into(Xc, S)
+        self.sxy[c] += Xc.T @ Yc
+        self.syy[c] += np.einsum("ij,ij->j", Yc, Yc)
+        n_a = self.weight[c]
+        n = n_a + W
+        if n_a > 0:
+            f = n_a * W / n
+            dx = mx - self.mean_x[c]
+            dy = my - self.mean_y[c]
+            _syr_into(f, dx, S)
+            self.sxy[c] += (f * dx)[:, None] * dy[None, :]
+            self.syy[c] += f * dy * dy
+            self.mean_x[c] += dx * (W / n)
+            self.mean_y[c] += dy * (W / n)
+        else:
+            self.mean_x[c] = mx
+            self.mean_y[c] = my
+        self.weight[c] = n
+
+    def result(self, n_folds: int, n_classes: int) -> FoldStats:
+        """The statistics as a :class:`FoldStats` of shape (n_folds, n_classes, ...); ends accumulation."""
+        N = self.sxx.shape[1]
+        iu, ju = np.triu_indices(N, 1)
+        self.sxx[:, iu, ju] = self.sxx[:, ju, iu]
+        arrays = (self.weight, self.count, self.mean_x, self.mean_y, self.sxx, self.sxy, self.syy)
+        return FoldStats.from_arrays([a.reshape((n_folds, n_classes, *a.shape[1:])) for a in arrays])
+
+
+def _centered(A: np.ndarray, w: np.ndarray | None, W: float) -> tuple[np.ndarray, np.ndarray]:
+    """A float64 copy of ``A`` minus its (weighted) column means, and the means.
+
+    One pass for the mean (accumulated in float64 whatever the input dtype) and
+    one for the subtraction, which also converts to float64.  Centering about a
+    mean that is off by ``d`` changes the co-moment by ``n d d'`` only, second
+    order in the rounding error, so no re-centering pass is needed; the
+    returned mean gets the first-order correction.
+    """
+    mean = (A.sum(axis=0, dtype=np.float64) if w is None else w @ A) / W
+    Ac = np.subtract(A, mean, dtype=np.float64)
+    mean += (Ac.sum(axis=0) if w is None else w @ Ac) / W
+    return Ac, mean
+
+
+def _syrk_into(Xc: np.ndarray, S: np.ndarray) -> None:
+    """``S += Xc' Xc`` on the upper triangle of the Fortran-ordered ``S``, in place."""
+    A = Xc.T if Xc.flags.c_contiguous else np.asfortranarray(Xc.T)
+    out = blas.dsyrk(1.0, A, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
+    if out is not S and not np.shares_memory(out, S):  # pragma: no cover - BLAS wrapper copied
+        S[...] = out
+
+
+def _syr_into(alpha: float, x: np.ndarray, S: np.ndarray) -> None:
+    """``S += alpha x x'`` on the upper triangle of the Fortran-ordered ``S``, in place."""
+    out = blas.dsyr(alpha, x, lower=0, a=S, overwrite_a=1)
+    if out is not S and not np.shares_memory(out, S):  # pragma: no cover - BLAS wrapper copied
+        S[...] = out

@@ -1,0 +1,248 @@
+"""The partition planner: which rows each task of the pass reads, and how.
+
+A partition is a contiguous run of stored chunks of X (tens to hundreds of MB
+of input by default).  Its task reads every stored chunk of X, y, groups and
+sample_weight in its rows exactly once, in read blocks of whole stored chunks
+(at most ``read_bytes`` decoded, or one stored chunk when a single chunk is
+larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
+one read block of X, one stored chunk of each 1-D array, one sub-block and the
+partition's statistics, whatever the number of rows.
+
+Partition boundaries are stored chunk boundaries of every array (their common
+multiple for regular grids), so no stored chunk of y, groups or weights is
+decoded by two partitions either; only when the arrays' chunkings have no
+common boundary within 16 partition targets does a partition boundary fall
+inside a stored chunk of the 1-D arrays (read by both neighbours).
+
+Plans are O(1) in memory for regular grids (a step, not a list), so an array
+declaring 1e12 rows costs nothing to plan.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+ROLES = ("X", "y", "groups", "sample_weight")
+PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
+SUB_BLOCK_BYTES = 8 * 2**20  # float64 bytes of X per kernel call (cache/BLAS friendly)
+ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
+
+
+class LargeChunkWarning(UserWarning):
+    """A stored chunk is larger than the read budget (read once, processed in sub-blocks)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Partitions of rows ``[lo, hi)`` of the readers, and how a task reads them.
+
+    Regular plans have boundaries ``lo``, the multiples of ``step`` inside
+    ``(lo, hi)``, and ``hi``; irregular plans list their boundaries.
+    """
+
+    lo: int
+    hi: int
+    step: int
+    bounds: tuple[int, ...] | None
+    read_rows: int
+    sub_rows: int
+
+    def __len__(self) -> int:
+        if self.bounds is not None:
+            return len(self.bounds) - 1
+        inner = (self.hi - 1) // self.step - self.lo // self.step
+        return inner + 1
+
+    def rows(self, i: int) -> tuple[int, int]:
+        """Reader rows ``[start, stop)`` of partition ``i``."""
+        if self.bounds is not None:
+            return self.bounds[i], self.bounds[i + 1]
+        k0 = self.lo // self.step + 1
+        start = self.lo if i == 0 else (k0 + i - 1) * self.step
+        return start, min(self.hi, (k0 + i) * self.step)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON description (checkpoint fingerprints): the partition boundaries."""
+        if self.bounds is not None:
+            import hashlib
+
+            return {"bounds": hashlib.sha256(np.asarray(self.bounds, np.int64).tobytes()).hexdigest()[:16]}
+        return {"lo": self.lo, "hi": self.hi, "step": self.step}
+
+
+def plan_pass(
+    readers: dict[str, Any],
+    lo: int,
+    hi: int,
+    *,
+    n_cells: int,
+    stats_bytes: int,
+    memory_budget: int,
+    partition_rows: int | None = None,
+) -> Plan:
+    """Plan the partitions of reader rows ``[lo, hi)``.
+
+    Parameters
+    ----------
+    readers : dict of role to ArrayReader or None
+    lo, hi : int
+    n_cells : int
+        Folds x classes (sub-blocks hold enough rows per cell for BLAS).
+    stats_bytes : int
+        Bytes of one partition's statistics.
+    memory_budget : int
+        Bytes a task may use: statistics (4 copies while merging) + a read block.
+    partition_rows : int or None
+        Rows per partition asked for (rounded to whole stored chunks); None
+        chooses about ``PARTITION_BYTES`` of X.
+
+    Raises
+    ------
+    InputError
+        If the budget cannot hold the statistics themselves.
+    """
+    X = readers["X"]
+    need = 4 * stats_bytes
+    if memory_budget < need + 2**20:
+        raise InputError(
+            f"the statistics need {_mb(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
+            f"merging) but the memory budget is {_mb(memory_budget)}; raise memory_budget to at least "
+            f"{_mb(need + 2**20)} or use fewer features, folds or classes"
+        )
+    N = int(np.prod(X.shape[1:], dtype=np.int64))
+    row64 = 8 * max(N, 1)
+    read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
+    grids = {role: r.grid() for role, r in readers.items() if r is not None}
+    target = partition_rows or max(1, PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize))
+    if all(g.regular for g in grids.values()):
+        return Plan(lo, hi, _regular_step(grids, target), None, read_rows, sub_rows)
+    bounds = _irregular_bounds(grids, lo, hi, target)
+    return Plan(lo, hi, 1, bounds, read_rows, sub_rows)
+
+
+def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
+    """Rows of X per read (whole stored read units) and per kernel call."""
+    grid = X.grid()
+    read_budget = max(row64, budget // 4)
+    rows = max(1, read_budget // row64)
+    unit = grid.unit if grid.regular else 1
+    chunk = grid.read_step or grid.max_chunk_rows()
+    if chunk * row64 > read_budget and chunk > 1:
+        warnings.warn(
+            f"stored chunks of X hold {chunk} rows ({_mb(chunk * row64)} as float64), more than the read "
+            f"budget of {_mb(read_budget)}; each is read once and processed in sub-blocks",
+            LargeChunkWarning,
+            stacklevel=4,
+        )
+    read_rows = max(unit, (rows // unit) * unit)
+    sub = max(SUB_BLOCK_BYTES // row64, 64 * n_cells, 256)
+    sub = min(sub, max(1, read_budget // row64), read_rows)
+    return int(read_rows), int(max(1, sub))
+
+
+def _regular_step(grids: dict[str, Any], target: int) -> int:
+    x = grids["X"].step
+    common = x
+    for g in grids.values():
+        common = common * g.step // math.gcd(common, g.step)
+    if common > ALIGN_SLACK * max(target, x):
+        common = x  # no common boundary within reach: 1-D arrays' chunks at the edges are read twice
+    return max(common, (target // common) * common)
+
+
+def _irregular_bounds(grids: dict[str, Any], lo: int, hi: int, target: int) -> tuple[int, ...]:
+    """Partition boundaries at common stored boundaries, about ``target`` rows apart."""
+    sets = [_boundaries(g, lo, hi) for g in grids.values()]
+    common = sets[0]
+    for s in sets[1:]:
+        common = np.intersect1d(common, s)
+    x = sets[0] if len(common) <= 2 else common
+    out = [lo]
+    while out[-1] < hi:
+        i = int(np.searchsorted(x, out[-1] + target, side="left"))
+        out.append(int(x[i]) if i < len(x) else hi)
+    return tuple(out)
+
+
+def _boundaries(grid: Any, lo: int, hi: int) -> np.ndarray:
+    if grid.bounds is not None:
+        b = np.asarray(grid.bounds, dtype=np.int64)
+    else:
+        b = np.arange(0, grid.n_rows + 1, grid.step, dtype=np.int64)
+    return np.unique(np.concatenate([[lo, hi], b[(b > lo) & (b < hi)]]))
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
+
+
+class RangeCursor:
+    """Sequential reads of one 1-D (or y) array in whole stored chunks, each decoded once.
+
+    Parameters
+    ----------
+    reader : ArrayReader
+    hi : int
+        End of the partition (reads never go past it).
+    """
+
+    def __init__(self, reader: Any, lo: int, hi: int) -> None:
+        self.reader, self.grid, self.hi = reader, reader.grid(), hi
+        self.b0 = self.b1 = lo
+        self.buf: np.ndarray | None = None
+
+    def take(self, a: int, b: int, ahead: int) -> np.ndarray:
+        """Rows ``[a, b)``; a read reaches up to the stored boundary at or after ``ahead``."""
+        if b > self.b1:
+            end = min(self.hi, max(b, self.grid.ceil(ahead, unit=True)))
+            part = self.reader.read(self.b1, end)
+            keep = None if self.buf is None or a >= self.b1 else self.buf[max(a, self.b0) - self.b0 :]
+            self.buf = part if keep is None or len(keep) == 0 else np.concatenate([keep, part])
+            self.b0, self.b1 = end - self.buf.shape[0], end
+        assert self.buf is not None
+        return self.buf[a - self.b0 : b - self.b0]
+
+
+def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
+    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units."""
+    grid = X.grid()
+    pos = start
+    while pos < stop:
+        end = grid.floor(pos + read_rows, unit=True)
+        if end <= pos:
+            end = grid.ceil(pos + 1, unit=True)
+        end = min(stop, end)
+        yield pos, end, X.read(pos, end)
+        pos = end
+
+
+def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int) -> Any:
+    """The task of one partition: read reader rows ``[start, stop)`` once, return ``kernel``'s result.
+
+    Parameters
+    ----------
+    readers : dict of role to ArrayReader or None
+    start, stop : int
+        Reader rows of the partition.
+    plan : Plan
+        Read-block and sub-block sizes.
+    kernel : object with start/add/finish (see :class:`streamridge.stream.StatsKernel`)
+    row_start : int
+        Global row index of reader row ``start`` (fold assignment).
+    """
+    cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
+    acc = kernel.start()
+    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows):
+        for s in range(a, b, plan.sub_rows):
+            e = min(b, s + plan.sub_rows)
+            y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
+            kernel.add(acc, block[s - a : e - a], y, g, w, row_start + (s - start))
+        del block
+    return kernel.finish(acc)
