@@ -52,6 +52,8 @@ def _slice_rows(src: Any, start: int, stop: int) -> Any:
     """The same source restricted to rows [start, stop)."""
     import dataclasses
 
+    if hasattr(src, "select_rows"):
+        return src.select_rows(start, stop)
     sl = {n: None if getattr(src, n) is None else getattr(src, n)[start:stop] for n in ("X", "y", "groups", "sample_weight")}
     desc = f"{getattr(src, 'description', 'data')} rows {start}:{stop}"
     if dataclasses.is_dataclass(src):

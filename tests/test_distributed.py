@@ -136,7 +136,11 @@ def test_unreachable_scheduler_fails_fast(store: str) -> None:
 
 
 def test_killed_worker_leaves_result_unchanged(store: str, tmp_path: Path) -> None:
-    """SIGKILL one of two workers after 4 of 24 slow chunks: lost tasks are recomputed, stats unchanged."""
+    """SIGKILL one of two workers after 4 of 12 slow partitions: lost tasks are recomputed, stats unchanged.
+
+    X is read through a slow dask view of 250-row chunks; y's stored chunks hold
+    500 rows, so partitions are 500 rows (no stored chunk of y read twice).
+    """
     source = open_source(store, chunk_rows=250)
     slow = replace(source, X=source.X.map_blocks(slow_copy, dtype=source.X.dtype, delay=0.15))
     ref = accumulate(source, regression_spec(), scheduler="threads")
@@ -154,5 +158,45 @@ def test_killed_worker_leaves_result_unchanged(store: str, tmp_path: Path) -> No
     finally:
         c.close()
     assert c.workers[0].returncode == -signal.SIGKILL
-    assert len(seen) == 24
+    assert len(seen) == 12 and sum(seen) == 6000
     assert_stats_close(got, ref)
+
+
+def _exact(a, b) -> None:  # type: ignore[no-untyped-def]
+    for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_driver_receives_one_result_per_pass(
+    cluster: Cluster, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition results are merged on the workers: the client fetches one FoldStats per pass.
+
+    The statistics equal a threaded pass bit for bit (the tree's shape depends
+    only on the partitioning).
+    """
+    import distributed
+
+    from streamridge.stream import PassReport
+
+    received: list[str] = []
+    result, gather = distributed.Future.result, distributed.Client.gather
+
+    def counting_result(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = result(self, *args, **kwargs)
+        received.append(type(out).__name__)
+        return out
+
+    def counting_gather(self, futures, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = gather(self, futures, *args, **kwargs)
+        received.extend(type(o).__name__ for o in (out if isinstance(out, list) else [out]))
+        return out
+
+    monkeypatch.setattr(distributed.Future, "result", counting_result)
+    monkeypatch.setattr(distributed.Client, "gather", counting_gather)
+    report = PassReport()
+    got = accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=cluster.address, report=report)
+    assert report.extra["partitions"] == 12
+    assert received.count("FoldStats") == 1, received
+    monkeypatch.undo()
+    _exact(got, accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler="threads"))
