@@ -109,15 +109,15 @@ def plan_pass(
         If the budget cannot hold the statistics themselves.
     """
     X = readers["X"]
+    N = int(np.prod(X.shape[1:], dtype=np.int64))
+    row64 = 8 * max(N, 1)
     need = 4 * stats_bytes
-    if memory_budget < need + 2**20:
+    if memory_budget < need + 4 * row64:
         raise InputError(
             f"the statistics need {_mb(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
             f"merging) but the memory budget is {_mb(memory_budget)}; raise memory_budget to at least "
             f"{_mb(need + 2**20)} or use fewer features, folds or classes"
         )
-    N = int(np.prod(X.shape[1:], dtype=np.int64))
-    row64 = 8 * max(N, 1)
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
     grids = {role: r.grid() for role, r in readers.items() if r is not None}
     target = partition_rows or max(1, PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize))
@@ -130,7 +130,7 @@ def plan_pass(
 def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
     """Rows of X per read (whole stored read units) and per kernel call."""
     grid = X.grid()
-    read_budget = max(row64, budget // 4)
+    read_budget = max(row64, budget // 4)  # the read block, its float64 sub-block copies and the 1-D chunks
     rows = max(1, read_budget // row64)
     unit = grid.unit if grid.regular else 1
     chunk = grid.read_step or grid.max_chunk_rows()
