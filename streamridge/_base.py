@@ -66,7 +66,9 @@ def _plain(v: Any) -> Any:
 
 
 def _is_lazy(a: Any) -> bool:
-    return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str))
+    """Data that goes through open_source (dask arrays, Sources, paths, zarr groups, h5py files/groups)."""
+    storage = type(a).__module__.split(".")[0] in ("zarr", "h5py") and type(a).__name__ in ("Group", "File")
+    return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str) or storage)
 
 
 class _StreamRidgeBase(BaseEstimator):

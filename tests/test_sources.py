@@ -146,6 +146,61 @@ class SourceTests:
         np.testing.assert_array_equal(X.compute(), d["X"])
         np.testing.assert_array_equal(y.compute(), d["y"])
 
+    # --- the reader protocol: shape/dtype, stored grid, row-range reads, fingerprint ---------
+
+    def test_readers_grid_matches_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        source = self.open(tmp_path, _data(rng))
+        readers, first = source.pass_readers()
+        assert first == 0 and set(readers) == {"X", "y", "groups", "sample_weight"}
+        for role, reader in readers.items():
+            assert reader is not None, role
+            grid = reader.grid()
+            assert grid.n_rows == N_ROWS and grid.regular
+            assert grid.step == self.native_rows, role
+            assert grid.floor(self.native_rows + 1) == (self.native_rows if self.native_rows > 1 else self.native_rows + 1)
+
+    def test_readers_read_row_ranges(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        readers, _ = self.open(tmp_path, d).pass_readers()
+        assert readers["X"] is not None and readers["sample_weight"] is not None
+        for a, b in [(0, 1), (17, 63), (N_ROWS - 5, N_ROWS), (0, N_ROWS)]:
+            np.testing.assert_array_equal(readers["X"].read(a, b), d["X"][a:b])
+            np.testing.assert_array_equal(readers["sample_weight"].read(a, b), d["w"][a:b])
+        assert readers["X"].shape == d["X"].shape and readers["X"].dtype == d["X"].dtype
+
+    def test_readers_pickle_and_read(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        readers, _ = self.open(tmp_path, d).pass_readers()
+        again = pickle.loads(pickle.dumps(readers))
+        np.testing.assert_array_equal(again["X"].read(20, 60), d["X"][20:60])
+
+    def test_fingerprint_is_stable_and_sees_edits(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng)
+        data, kw = self.make(tmp_path, d["X"], d["y"], d["groups"], d["w"])
+        first = open_source(data, **kw).pass_readers()[0]["X"]
+        assert first is not None
+        assert first.fingerprint() == open_source(data, **kw).pass_readers()[0]["X"].fingerprint()  # type: ignore[union-attr]
+        if not self.named:
+            return
+        time.sleep(0.01)
+        X2 = d["X"].copy()
+        X2[N_ROWS // 2] += 1  # a row in the middle
+        data2, kw2 = self.make(tmp_path, X2, d["y"], d["groups"], d["w"])
+        assert data2 != data
+        second = open_source(data2, **kw2).pass_readers()[0]["X"]
+        assert second is not None and second.fingerprint() != first.fingerprint()
+
+    def test_pass_equals_in_memory(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        from streamridge.folds import FoldScheme
+        from streamridge.stream import PassSpec, accumulate, chunk_task
+
+        d = _data(rng)
+        spec = PassSpec(FoldScheme("group", 3), None, 1)
+        got = accumulate(self.open(tmp_path, d, chunk_rows=45), spec, scheduler="threads")
+        ref = chunk_task(d["X"], d["y"], d["groups"], d["w"], 0, spec)
+        np.testing.assert_array_equal(got.count, ref.count)
+        np.testing.assert_allclose(got.sxx, ref.sxx, rtol=1e-10, atol=1e-9)
+
     def test_reopen_source_rechunks(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)
         source = self.open(tmp_path, d, chunk_rows=40)
@@ -414,3 +469,36 @@ def test_choose_row_chunks(n_rows: int, native: int, target: int, expected: tupl
     budget = max(target, 1) * 8 * 8
     chunks = choose_row_chunks(n_rows, 1, native_rows=native, chunk_rows=None, memory_budget=budget)
     assert chunks == expected
+
+
+# --- zarr Group and h5py File/Group objects as data (issue 7 item 16) -----------------------
+
+
+def test_zarr_group_object_works_like_its_path(tmp_path: Path, rng: np.random.Generator) -> None:
+    import zarr
+
+    from streamridge import StreamRidgeCV
+
+    d = _data(rng)
+    path = write_zarr(tmp_path / "s.zarr", d["X"], d["y"], d["groups"], chunk_rows=NATIVE, feature_names=FEATURES)
+    by_path = StreamRidgeCV(cv=3).fit(path)
+    by_group = StreamRidgeCV(cv=3).fit(zarr.open_group(path, mode="r"))
+    np.testing.assert_array_equal(by_group.coef_, by_path.coef_)
+    assert list(by_group.feature_names_) == FEATURES
+    source = open_source(zarr.open_group(path, mode="r"), groups="groups")
+    assert "s.zarr" in source.description and source.groups is not None
+
+
+def test_h5py_file_and_group_objects_work_like_the_path(tmp_path: Path, rng: np.random.Generator) -> None:
+    import h5py
+
+    from streamridge import StreamRidgeCV
+
+    d = _data(rng)
+    path = write_hdf5(tmp_path / "s.h5", d["X"], d["y"], names={"X": "/run/X", "y": "/run/y"})
+    by_path = StreamRidgeCV(cv=3).fit(open_source(path, x="/run/X", y="/run/y"))
+    with h5py.File(path, "r") as f:
+        by_file = StreamRidgeCV(cv=3).fit(open_source(f, x="/run/X", y="/run/y"))
+        by_group = StreamRidgeCV(cv=3).fit(f["run"])
+    np.testing.assert_array_equal(by_file.coef_, by_path.coef_)
+    np.testing.assert_array_equal(by_group.coef_, by_path.coef_)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import SourceError
 from ._common import ROLES, atomic_path, default_chunk_rows
-from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint
+from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -66,8 +66,11 @@ class HDF5Reader(ArrayReader):
 
         fs, path = fsspec.core.url_to_fs(self.location, **(self.storage_options or {}))
         info = fs.info(path)
+        size = int(info.get("size") or 0)
         stamp = next((str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info), "")
-        return {"size": int(info.get("size") or 0), "stamp": stamp, "dataset": self.name}
+        with fs.open(path, "rb") as fh:
+            sampled = sampled_hash(fh, size, samples=16)
+        return {"size": size, "stamp": stamp, "sample_sha256": sampled, "dataset": self.name}
 
     def _open(self) -> Any:
         dataset = _open_file(self.location, self.storage_options)[self.name]

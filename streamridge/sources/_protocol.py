@@ -177,11 +177,17 @@ def file_fingerprint(path: str, *, samples: int = 64, block: int = 4096) -> dict
     sampled block go undetected (docs/cluster.md).
     """
     st = os.stat(path)
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for i in range(samples):
-            fh.seek(st.st_size * i // samples)
-            h.update(fh.read(block))
-        fh.seek(max(0, st.st_size - block))
+        sampled = sampled_hash(fh, st.st_size, samples=samples, block=block)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sample_sha256": sampled}
+
+
+def sampled_hash(fh: Any, size: int, *, samples: int = 64, block: int = 4096) -> str:
+    """SHA-256 of ``samples`` evenly spaced blocks and the last block of an open binary file."""
+    h = hashlib.sha256()
+    for i in range(samples):
+        fh.seek(size * i // samples)
         h.update(fh.read(block))
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sample_sha256": h.hexdigest()[:16]}
+    fh.seek(max(0, size - block))
+    h.update(fh.read(block))
+    return h.hexdigest()[:16]
