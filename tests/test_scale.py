@@ -246,3 +246,15 @@ def test_many_chunks_many_shards_on_local_cluster(tmp_path: Path, rng: np.random
     for p in parts[1:]:
         merged = merge(merged, p)
     assert_stats_close(merged, whole)
+
+
+@pytest.mark.slow
+def test_bit_identical_across_schedulers_and_worker_counts(zarr_store) -> None:  # type: ignore[no-untyped-def]
+    """The reduction tree depends only on the partitioning: every scheduler gives the same bits."""
+    source = open_source(zarr_store[0], groups="groups", chunk_rows=500)  # 12 partitions
+    spec = regression_spec("group")
+    ref = accumulate(source, spec, scheduler="sync")
+    for scheduler in ("threads", "processes", "local:1", "local:2"):
+        got = accumulate(source, spec, scheduler=scheduler, window=5 if scheduler == "threads" else None)
+        for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}")
