@@ -9,9 +9,10 @@ For each format (zarr with its default compression, HDF5 chunked, .npy) it write
 the same rows under --dir (a temporary directory by default) and measures, in
 one run, with the same scheduler, threads, window and row chunks:
 
-  (a) read   every chunk read and decoded (a kernel that returns the row count);
-  (b) stats  the statistics kernel (``stream.chunk_task``) on the same chunks
-             already in memory (read before the clock starts);
+  (a) read   every stored chunk read and decoded by the pass's partitions (a
+             kernel that only counts rows, :class:`ReadOnlyKernel`);
+  (b) stats  the full ``accumulate`` over the same rows already in memory
+             (read before the clock starts);
   (c) pass   the full ``accumulate`` (read + statistics + merge);
 
 and prints (c)/((a)+(b)) (no overlap of I/O and compute; goal <= 1.1) and
@@ -32,27 +33,28 @@ import numpy as np
 from _bench_data import du, write
 from threadpoolctl import threadpool_limits
 
-from streamridge.executors import run_in_order
 from streamridge.folds import FoldScheme
-from streamridge.scheduling import open_scheduler
 from streamridge.sources import open_source
-from streamridge.stream import PassSpec, accumulate, chunk_task
+from streamridge.stream import PassReport, PassSpec, accumulate
 
 SPEC = PassSpec(FoldScheme("hash", 5), None, 1)
 
 
-def _rows(X: np.ndarray, y: np.ndarray, groups: Any, weights: Any, start: int, spec: PassSpec) -> int:
-    """Read-only kernel: the blocks are already read and decoded when it runs."""
-    return int(X.shape[0])
+class ReadOnlyKernel:
+    """A pass kernel that only counts rows: the same partitions and reads as the pass, no statistics."""
 
+    def start(self) -> list[int]:
+        return [0]
 
-def _calls(
-    source: Any, blocks: list[tuple[Any, Any]] | None = None
-) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    starts = np.concatenate([[0], np.cumsum(source.X.chunks[0])[:-1]])
-    if blocks is None:
-        blocks = [(source.X.blocks[i, 0], source.y.blocks[i]) for i in range(len(starts))]
-    return [((X, y, None, None), (int(s), SPEC)) for (X, y), s in zip(blocks, starts)]
+    def add(self, acc: list[int], X: Any, y: Any, groups: Any, weights: Any, row_start: int) -> None:
+        acc[0] += int(X.shape[0])
+
+    def finish(self, acc: list[int]) -> int:
+        return acc[0]
+
+    @staticmethod
+    def merge(a: int, b: int) -> int:
+        return a + b
 
 
 def best(fn: Any, repeats: int) -> float:
@@ -65,40 +67,42 @@ def best(fn: Any, repeats: int) -> float:
     return min(ts)
 
 
-def drain(fn: Any, calls: Any, scheduler: str, window: int | None) -> None:
-    """Run ``fn`` over every call on the scheduler, discarding results in order."""
-    with open_scheduler(scheduler) as sched:
-        for _ in run_in_order(fn, calls, sched, window=window):
-            pass
+def read_only(source: Any, args: argparse.Namespace) -> None:
+    """(a): every stored chunk read and decoded by the pass machinery, no statistics."""
+    from streamridge.executors import reduce_partitions
+    from streamridge.partitions import plan_pass, run_partition
+    from streamridge.scheduling import open_scheduler
 
-
-def stats_times(source: Any, calls: Any, args: argparse.Namespace) -> dict[str, float]:
-    """(b) on the pass scheduler and on one worker with BLAS on 1 and 2 threads, chunks in memory."""
-    in_memory = [
-        (np.asarray(X.compute(scheduler="sync")), np.asarray(y.compute(scheduler="sync")))
-        for (X, y, _, _), _ in calls
-    ]
-    mem_calls = _calls(source, in_memory)
-    out = {"b_stats_s": best(lambda: drain(chunk_task, mem_calls, args.scheduler, args.window), args.repeats)}
-    for blas in (1, 2):
-        with threadpool_limits(limits=blas):
-            out[f"b_sync_blas{blas}_s"] = best(
-                lambda: drain(chunk_task, mem_calls, "sync", None), args.repeats
-            )
-    return out
+    readers, lo = source.pass_readers()
+    hi = lo + source.n_rows()
+    plan = plan_pass(readers, lo, hi, n_cells=5, stats_bytes=8 * 5 * args.features**2, memory_budget=2**30,
+                     partition_rows=source.partition_rows)
+    kernel = ReadOnlyKernel()
+    with open_scheduler(args.scheduler) as sched:
+        total = reduce_partitions(
+            run_partition, lambda i: (readers, *plan.rows(i), plan, kernel, plan.rows(i)[0]), len(plan),
+            kernel.merge, sched, window=args.window,
+        )
+    assert total == hi - lo
 
 
 def measure(path: str, args: argparse.Namespace) -> dict[str, float]:
     """(a), (b), (c) and the BLAS variants of (b) for one data set."""
     source = open_source(path, chunk_rows=args.chunk_rows)
-    calls = _calls(source)
-    out = {"a_read_s": best(lambda: drain(_rows, calls, args.scheduler, args.window), args.repeats)}
-    out.update(stats_times(source, calls, args))
+    out = {"a_read_s": best(lambda: read_only(source, args), args.repeats)}
+    X = np.asarray(source.X.compute())
+    y = np.asarray(source.y.compute())
+    mem = open_source(X, y=y, chunk_rows=args.chunk_rows)
+    out["b_stats_s"] = best(lambda: accumulate(mem, SPEC, scheduler=args.scheduler, window=args.window), args.repeats)
+    for blas in (1, 2):
+        with threadpool_limits(limits=blas):
+            out[f"b_sync_blas{blas}_s"] = best(lambda: accumulate(mem, SPEC, scheduler="sync"), args.repeats)
+    report = PassReport()
     out["c_pass_s"] = best(
-        lambda: accumulate(source, SPEC, scheduler=args.scheduler, window=args.window), args.repeats
+        lambda: accumulate(source, SPEC, scheduler=args.scheduler, window=args.window, report=report), args.repeats
     )
-    out["chunks"] = len(calls)
-    out["chunk_rows"] = int(source.X.chunks[0][0])
+    out["chunks"] = report.extra["partitions"]
+    out["chunk_rows"] = source.n_rows() // max(1, report.extra["partitions"])
     return out
 
 
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--formats", nargs="+", default=["zarr", "hdf5", "npy"], choices=["zarr", "hdf5", "npy"])
     p.add_argument("--dir", default=None, help="where to write the data (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the data (and reuse it when present)")
-    p.add_argument("--chunk-rows", type=int, default=None, help="rows per pass chunk (default: automatic)")
+    p.add_argument("--chunk-rows", type=int, default=None, help="rows per partition (default: automatic)")
     p.add_argument("--scheduler", default="threads")
     p.add_argument("--window", type=int, default=None)
     p.add_argument("--repeats", type=int, default=2)
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             r = measure(path, args)
             a, b, c = r["a_read_s"], r["b_stats_s"], r["c_pass_s"]
             print(
-                f"{fmt:5s} chunks={r['chunks']}x{r['chunk_rows']} rows  (a) read {a:.2f} s  (b) stats {b:.2f} s  "
+                f"{fmt:5s} partitions={r['chunks']}x~{r['chunk_rows']} rows  (a) read {a:.2f} s  (b) stats {b:.2f} s  "
                 f"(c) pass {c:.2f} s = {args.rows / c:,.0f} rows/s  "
                 f"c/(a+b) = {c / (a + b):.2f}  c/max(a,b) = {c / max(a, b):.2f}  "
                 f"(b) 1 worker: BLAS 1 thread {r['b_sync_blas1_s']:.2f} s, 2 threads {r['b_sync_blas2_s']:.2f} s "

@@ -93,7 +93,7 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
     cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
     p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
-    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk of the pass")
+    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)")
     p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
     _add_storage_options(p)
     p.add_argument("--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes")

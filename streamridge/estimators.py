@@ -54,7 +54,8 @@ _COMMON_DOC = """
     patience : int or None
         Stop the selection path after this many steps without improvement.
     chunk_rows : int or None
-        Rows per chunk of the data pass (None: from a memory budget).
+        Rows per partition (task) of the data pass, rounded to whole stored
+        chunks (None: about 64 MB of X per partition).
     scheduler : None, "threads", "processes", "sync", "local:N", address or Client
         Where the data pass runs.
     checkpoint : path or None
