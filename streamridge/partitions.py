@@ -31,7 +31,7 @@ from .errors import InputError
 
 ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
-SUB_BLOCK_BYTES = 8 * 2**20  # float64 bytes of X per kernel call (cache/BLAS friendly)
+SUB_BLOCK_BYTES = 32 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
 
 
@@ -142,7 +142,7 @@ def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int
             stacklevel=4,
         )
     read_rows = max(unit, (rows // unit) * unit)
-    sub = max(SUB_BLOCK_BYTES // row64, 64 * n_cells, 256)
+    sub = max(SUB_BLOCK_BYTES // row64, 64 * n_cells, 4 * (row64 // 8), 256)
     sub = min(sub, max(1, read_budget // row64), read_rows)
     return int(read_rows), int(max(1, sub))
 
