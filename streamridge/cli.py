@@ -572,6 +572,11 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
+    """Warnings as one line ``streamridge: warning: ...`` (no source line)."""
+    return f"streamridge: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 success, 2 user error, 130 interrupted).
 
@@ -581,6 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         Arguments without the program name (default ``sys.argv[1:]``).
     """
     _limit_malloc_arenas()
+    warnings.formatwarning = _one_line_warning  # e.g. a stored chunk larger than the memory budget
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

@@ -140,6 +140,16 @@ def test_stored_chunks_larger_than_the_budget(tmp_path: Path) -> None:
     assert_stats_close(stats, _reference(data), rtol=1e-11)
 
 
+def test_cli_prints_warnings_on_one_line() -> None:
+    import warnings as w
+
+    from streamridge.cli import _one_line_warning
+
+    text = _one_line_warning(LargeChunkWarning("stored chunks of X hold 9 rows"), LargeChunkWarning, "f.py", 3)
+    assert text == "streamridge: warning: stored chunks of X hold 9 rows\n"
+    assert w.formatwarning is not _one_line_warning  # only the CLI's main() installs it
+
+
 def test_sharded_zarr_reads_each_inner_chunk_once(tmp_path: Path) -> None:
     """Sharded X (shards of 1000 rows, inner chunks of 100): partitions align to shards, each byte range read once."""
     chunks = {"X": 100, "y": 500, "groups": 1000, "sample_weight": 250}
