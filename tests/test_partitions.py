@@ -225,3 +225,41 @@ def test_partition_sizes_agree_to_1e12(chunk_rows: int) -> None:
         warnings.simplefilter("error")
         got = accumulate(open_source(X, y=y, chunk_rows=chunk_rows), spec, scheduler="threads")
     assert_stats_close(got, ref, rtol=1e-12)
+
+
+def test_contiguous_hdf5_irregular_dask_and_npy(tmp_path: Path) -> None:
+    """Storage without chunks (contiguous HDF5, .npy) and irregular dask chunks give the in-memory statistics."""
+    import dask.array as da
+    import h5py
+
+    rng = np.random.default_rng(4)
+    data = {
+        "X": rng.standard_normal((M, N)).astype(np.float32),
+        "y": rng.standard_normal(M),
+        "groups": rng.integers(0, 9, M),
+        "sample_weight": rng.uniform(0.5, 2.0, M),
+    }
+    ref = _reference(data)
+    spec = PassSpec(FoldScheme("group", 3), None, 1)
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        for name, a in data.items():
+            f.create_dataset(name, data=a)  # contiguous: no chunks
+    for name, a in data.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    irregular = (700, 13, 1287, 1000)
+    sources = {
+        "hdf5 contiguous": open_source(str(tmp_path / "c.h5"), groups="groups", sample_weight="sample_weight", chunk_rows=800),
+        "npy": open_source(str(tmp_path), groups="groups", sample_weight="sample_weight", chunk_rows=800),
+        "irregular dask": open_source(
+            da.from_array(data["X"], chunks=(irregular, N)),
+            y=da.from_array(data["y"], chunks=(irregular,)),
+            groups=data["groups"],
+            sample_weight=da.from_array(data["sample_weight"], chunks=((1500, 1500),)),
+            chunk_rows=800,
+        ),
+    }
+    for what, source in sources.items():
+        report = PassReport()
+        got = accumulate(source, spec, scheduler="threads", report=report)
+        assert report.extra["partitions"] > 1, what
+        assert_stats_close(got, ref, rtol=1e-11)
