@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="where to write the data (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the data (and reuse it when present)")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per partition (default: automatic)")
+    p.add_argument("--store-chunk-rows", type=int, default=None, help="rows per stored chunk (default: about 4 MiB)")
     p.add_argument("--scheduler", default="threads")
     p.add_argument("--window", type=int, default=None)
     p.add_argument("--repeats", type=int, default=2)
@@ -127,10 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for fmt in args.formats:
             name = {"zarr": "data.zarr", "hdf5": "data.h5", "npy": "npy"}[fmt]
-            path = os.path.join(root, f"{args.rows}x{args.features}-{name}")
+            stored = f"-c{args.store_chunk_rows}" if args.store_chunk_rows else ""
+            path = os.path.join(root, f"{args.rows}x{args.features}{stored}-{name}")
             if not (args.keep and os.path.exists(path)):
                 t = time.perf_counter()
-                write(path, args.rows, args.features, fmt=fmt)
+                write(path, args.rows, args.features, fmt=fmt, chunk_rows=args.store_chunk_rows)
                 print(f"  wrote {fmt}: {du(path) / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s")
             r = measure(path, args)
             a, b, c = r["a_read_s"], r["b_stats_s"], r["c_pass_s"]
