@@ -64,13 +64,52 @@ class CellAccumulator:
             return
         order = np.argsort(cells, kind="stable")
         sorted_cells = cells[order]
-        bounds = np.flatnonzero(np.diff(sorted_cells)) + 1
-        Xg, Yg = X[order], Y[order]  # one gather of the sub-block, input dtype
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_cells)) + 1])
         wg = None if weights is None else weights[order]
-        lo = 0
-        for hi in (*bounds.tolist(), m):
-            self._add_cell(int(sorted_cells[lo]), Xg[lo:hi], Yg[lo:hi], None if wg is None else wg[lo:hi])
-            lo = hi
+        # one gather of the sub-block (input dtype), then every cell's rows are contiguous
+        self._add_sorted(sorted_cells[starts], starts, X[order], Y[order], wg)
+
+    def _add_sorted(self, ids: np.ndarray, starts: np.ndarray, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> None:
+        """Rows sorted by cell: cell ``ids[g]`` holds rows ``starts[g] .. starts[g + 1] - 1``.
+
+        Means, centering and the Chan corrections are computed for all cells at
+        once; only the rank-k and rank-1 updates of ``Sxx`` and the ``Sxy``
+        product run per cell.
+        """
+        m = X.shape[0]
+        counts = np.diff(np.append(starts, m))
+        self.count[ids] += counts
+        W = counts.astype(np.float64) if w is None else np.add.reduceat(w, starts)
+        safe = np.where(W > 0, W, 1.0)
+        Xc, mx = _centered_segments(X, w, starts, counts, safe)
+        Yc, my = _centered_segments(Y, w, starts, counts, safe)
+        if w is not None:
+            s = np.sqrt(w)[:, None]
+            Xc *= s
+            Yc *= s
+        ok = W > 0
+        n_a = self.weight[ids]
+        n = n_a + W
+        f = np.where(ok & (n_a > 0), n_a * W / np.where(n > 0, n, 1.0), 0.0)
+        dx = mx - self.mean_x[ids]
+        dy = my - self.mean_y[ids]
+        bounds = np.append(starts, m)
+        for g in np.flatnonzero(ok).tolist():
+            c, lo, hi = int(ids[g]), int(bounds[g]), int(bounds[g + 1])
+            S = self.sxx[c].T  # Fortran view: its upper triangle is the lower triangle of sxx[c]
+            _syrk_into(Xc[lo:hi], S)
+            if f[g] > 0:
+                _syr_into(float(f[g]), dx[g], S)
+            self.sxy[c] += Xc[lo:hi].T @ Yc[lo:hi]
+        k = ids[ok]
+        fk, dxk, dyk = f[ok], dx[ok], dy[ok]
+        self.sxy[k] += fk[:, None, None] * dxk[:, :, None] * dyk[:, None, :]
+        self.syy[k] += np.add.reduceat(Yc * Yc, starts)[ok] + fk[:, None] * dyk * dyk
+        share = (W / np.where(n > 0, n, 1.0))[ok][:, None]
+        first = (n_a[ok] == 0)[:, None]
+        self.mean_x[k] = np.where(first, mx[ok], self.mean_x[k] + dxk * share)
+        self.mean_y[k] = np.where(first, my[ok], self.mean_y[k] + dyk * share)
+        self.weight[k] = n[ok]
 
     def _add_cell(self, c: int, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> None:
         m = X.shape[0]
@@ -116,15 +155,31 @@ class CellAccumulator:
 def _centered(A: np.ndarray, w: np.ndarray | None, W: float) -> tuple[np.ndarray, np.ndarray]:
     """A float64 copy of ``A`` minus its (weighted) column means, and the means.
 
-    One pass for the mean (accumulated in float64 whatever the input dtype) and
-    one for the subtraction, which also converts to float64.  Centering about a
+    One pass converts to float64 (so the mean is accumulated in float64
+    whatever the input dtype), one sums, one subtracts.  Centering about a
     mean that is off by ``d`` changes the co-moment by ``n d d'`` only, second
     order in the rounding error, so no re-centering pass is needed; the
     returned mean gets the first-order correction.
     """
-    mean = (A.sum(axis=0, dtype=np.float64) if w is None else w @ A) / W
-    Ac = np.subtract(A, mean, dtype=np.float64)
+    Ac = np.array(A, dtype=np.float64)  # a float64 copy: one conversion pass, no buffered casts
+    mean = (Ac.sum(axis=0) if w is None else w @ Ac) / W
+    Ac -= mean
     mean += (Ac.sum(axis=0) if w is None else w @ Ac) / W
+    return Ac, mean
+
+
+def _centered_segments(
+    A: np.ndarray, w: np.ndarray | None, starts: np.ndarray, counts: np.ndarray, W: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_centered` for every run of rows ``starts[g] ..`` at once: float64 centered rows and means.
+
+    ``A`` is the caller's own gathered copy; a float64 ``A`` is centered in place.
+    """
+    Ac = np.asarray(A, dtype=np.float64)  # one conversion pass (no buffered casts later)
+    total = np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0)
+    mean = total / W[:, None]
+    Ac -= np.repeat(mean, counts, axis=0)
+    mean += np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0) / W[:, None]
     return Ac, mean
 
 

@@ -133,18 +133,18 @@ def test_load_errors(tmp_path):
 
 
 def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
-    """Issue 8 item 3: 100 cells, 20 sub-blocks: no K x C x N x N temporary per sub-block.
+    """Issue 8 item 3: 200 cells, 20 sub-blocks: no K x C x N x N temporary per sub-block.
 
-    The traced peak while adding stays below a quarter of the accumulator's
-    N x N arrays (2 MB); allocating zeroed per-chunk statistics, as the
-    previous kernel did, costs the full 2 MB per sub-block.
+    The traced peak while adding (a few copies of one 0.4 MB sub-block) stays
+    below half of the accumulator's N x N arrays (4 MB); allocating zeroed
+    per-chunk statistics, as the previous kernel did, costs the full 4 MB.
     """
     import tracemalloc
 
     from streamridge.kernel import CellAccumulator
 
     rng = np.random.default_rng(0)
-    n_cells, N = 100, 50
+    n_cells, N = 200, 50
     blocks = [(rng.standard_normal((1000, N)), rng.standard_normal((1000, 1)), rng.integers(0, n_cells, 1000)) for _ in range(20)]
     acc = CellAccumulator(n_cells, N, 1)
     tracemalloc.start()
@@ -154,11 +154,11 @@ def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < acc.sxx.nbytes / 4, (peak, acc.sxx.nbytes)
+    assert peak < acc.sxx.nbytes / 2, (peak, acc.sxx.nbytes)
     # and the result equals a direct computation per cell
     X = np.concatenate([b[0] for b in blocks])
     cells = np.concatenate([b[2] for b in blocks])
     out = acc.result(n_cells, 1)
-    for c in (0, 17, 99):
+    for c in (0, 17, 199):
         Xc = X[cells == c] - X[cells == c].mean(axis=0)
         np.testing.assert_allclose(out.sxx[c, 0], Xc.T @ Xc, rtol=1e-12, atol=1e-10)
