@@ -38,7 +38,11 @@ def _digest(obj: Any) -> str:
 
 
 def fingerprint(
-    readers: dict[str, Any], spec_dict: dict[str, Any], row_offset: int, plan: dict[str, Any], description: str
+    readers: dict[str, Any],
+    spec_dict: dict[str, Any],
+    row_offset: int,
+    plan: dict[str, Any],
+    description: str,
 ) -> dict[str, Any]:
     """What must match for a checkpoint to be resumed: the stored data, the partitioning and the options.
 
@@ -56,12 +60,16 @@ def fingerprint(
     arrays: dict[str, Any] = {}
     for role in _ROLES:
         r = readers.get(role)
-        arrays[role] = None if r is None else {
-            "shape": list(r.shape),
-            "dtype": str(r.dtype),
-            "grid": r.grid().describe(),
-            "stored": _digest(r.fingerprint()),
-        }
+        arrays[role] = (
+            None
+            if r is None
+            else {
+                "shape": list(r.shape),
+                "dtype": str(r.dtype),
+                "grid": r.grid().describe(),
+                "stored": _digest(r.fingerprint()),
+            }
+        )
     return {
         "data": str(description),
         "arrays": arrays,
@@ -111,7 +119,9 @@ class Checkpointer:
             partials = _load_partials(self.path, info.get("levels", []))
             done = int(info["partitions_done"])
         except (ModelFileError, KeyError, ValueError, OSError) as exc:
-            raise CheckpointError(f"checkpoint {self.path} is unreadable ({exc}); delete it to start over") from None
+            raise CheckpointError(
+                f"checkpoint {self.path} is unreadable ({exc}); delete it to start over"
+            ) from None
         old = info.get("fingerprint", {})
         if old != fp:
             diff = sorted(k for k in set(old) | set(fp) if old.get(k) != fp.get(k))

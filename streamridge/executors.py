@@ -132,7 +132,9 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
         return reducer.fold()
     if sched.kind == "processes":
         ctx = multiprocessing.get_context("spawn")
-        pool: cf.Executor = cf.ProcessPoolExecutor(sched.n_workers, mp_context=ctx, initializer=_init_process_worker)
+        pool: cf.Executor = cf.ProcessPoolExecutor(
+            sched.n_workers, mp_context=ctx, initializer=_init_process_worker
+        )
         limit = None
     else:
         pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")

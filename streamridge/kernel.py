@@ -69,7 +69,9 @@ class CellAccumulator:
         # one gather of the sub-block (input dtype), then every cell's rows are contiguous
         self._add_sorted(sorted_cells[starts], starts, X[order], Y[order], wg)
 
-    def _add_sorted(self, ids: np.ndarray, starts: np.ndarray, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> None:
+    def _add_sorted(
+        self, ids: np.ndarray, starts: np.ndarray, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None
+    ) -> None:
         """Rows sorted by cell: cell ``ids[g]`` holds rows ``starts[g] .. starts[g + 1] - 1``.
 
         Means, centering and the Chan corrections are computed for all cells at

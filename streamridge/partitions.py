@@ -223,7 +223,9 @@ def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
         pos = end
 
 
-def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int) -> Any:
+def run_partition(
+    readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int
+) -> Any:
     """The task of one partition: read reader rows ``[start, stop)`` once, return ``kernel``'s result.
 
     Parameters
@@ -237,7 +239,10 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     row_start : int
         Global row index of reader row ``start`` (fold assignment).
     """
-    cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
+    cursors = {
+        role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop)
+        for role in ROLES[1:]
+    }
     acc = kernel.start()
     for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows):
         for s in range(a, b, plan.sub_rows):

@@ -46,11 +46,17 @@ class CountingStore(WrapperStore[Any]):
     def chunk_reads(self, array: str) -> collections.Counter[str]:
         """Reads of the stored chunk (or shard) keys of one array."""
         return collections.Counter(
-            {k: v for k, v in self.reads.items() if k.startswith(f"{array}/c/") or k.startswith(f"{array}/c@")}
+            {
+                k: v
+                for k, v in self.reads.items()
+                if k.startswith(f"{array}/c/") or k.startswith(f"{array}/c@")
+            }
         )
 
 
-def _write(path: Path, rng: np.random.Generator, chunks: dict[str, int], shards: int | None = None) -> dict[str, np.ndarray]:
+def _write(
+    path: Path, rng: np.random.Generator, chunks: dict[str, int], shards: int | None = None
+) -> dict[str, np.ndarray]:
     data = {
         "X": (rng.standard_normal((M, N)) + 1e3).astype(np.float32),
         "y": rng.standard_normal(M),
@@ -71,14 +77,23 @@ def _write(path: Path, rng: np.random.Generator, chunks: dict[str, int], shards:
 def _counted_pass(path: Path, **kwargs: Any) -> tuple[Any, CountingStore]:
     store = CountingStore(LocalStore(path, read_only=True))
     group = zarr.open_group(store, mode="r")
-    src = open_source(group, groups="groups", sample_weight="sample_weight", chunk_rows=kwargs.pop("chunk_rows", None))
+    src = open_source(
+        group, groups="groups", sample_weight="sample_weight", chunk_rows=kwargs.pop("chunk_rows", None)
+    )
     store.reads.clear()
     stats = accumulate(src, PassSpec(FoldScheme("group", 3), None, 1), scheduler="threads", **kwargs)
     return stats, store
 
 
 def _reference(data: dict[str, np.ndarray]) -> Any:
-    return chunk_task(data["X"], data["y"], data["groups"], data["sample_weight"], 0, PassSpec(FoldScheme("group", 3), None, 1))
+    return chunk_task(
+        data["X"],
+        data["y"],
+        data["groups"],
+        data["sample_weight"],
+        0,
+        PassSpec(FoldScheme("group", 3), None, 1),
+    )
 
 
 LAYOUTS = {
@@ -145,7 +160,9 @@ def test_cli_prints_warnings_on_one_line() -> None:
 
     from streamridge.cli import _one_line_warning
 
-    text = _one_line_warning(LargeChunkWarning("stored chunks of X hold 9 rows"), LargeChunkWarning, "f.py", 3)
+    text = _one_line_warning(
+        LargeChunkWarning("stored chunks of X hold 9 rows"), LargeChunkWarning, "f.py", 3
+    )
     assert text == "streamridge: warning: stored chunks of X hold 9 rows\n"
     assert w.formatwarning is not _one_line_warning  # only the CLI's main() installs it
 
@@ -166,7 +183,9 @@ def test_budget_too_small_for_the_statistics(tmp_path: Path) -> None:
     X = np.zeros((100, 50))
     spec = PassSpec(FoldScheme("hash", 10), None, 1)
     need = 8 * 10 * (50 * 50 + 50 + 50 + 2 + 2) * 4
-    with pytest.raises(InputError, match=rf"statistics need {need / 2**20:.1f} MiB per task .* memory budget is 0\.5 MiB") as info:
+    with pytest.raises(
+        InputError, match=rf"statistics need {need / 2**20:.1f} MiB per task .* memory budget is 0\.5 MiB"
+    ) as info:
         accumulate(open_source(X, y=np.zeros(100)), spec, memory_budget=2**19)
     assert "\n" not in str(info.value)
 
@@ -184,7 +203,12 @@ class _Declared(ArrayReader):
 
 def test_plans_are_constant_memory() -> None:
     """Issue 7 item 6: 1e12 rows in 1-row chunks plan in microseconds, as a step not a list."""
-    readers = {"X": _Declared((10**12, 100), 1), "y": _Declared((10**12,), 7), "groups": None, "sample_weight": None}
+    readers = {
+        "X": _Declared((10**12, 100), 1),
+        "y": _Declared((10**12,), 7),
+        "groups": None,
+        "sample_weight": None,
+    }
     t = time.perf_counter()
     plan = plan_pass(readers, 0, 10**12, n_cells=5, stats_bytes=10**6, memory_budget=2**30)
     assert time.perf_counter() - t < 0.1
@@ -248,7 +272,9 @@ def test_contiguous_hdf5_irregular_dask_and_npy(tmp_path: Path) -> None:
         np.save(tmp_path / f"{name}.npy", a)
     irregular = (700, 13, 1287, 1000)
     sources = {
-        "hdf5 contiguous": open_source(str(tmp_path / "c.h5"), groups="groups", sample_weight="sample_weight", chunk_rows=800),
+        "hdf5 contiguous": open_source(
+            str(tmp_path / "c.h5"), groups="groups", sample_weight="sample_weight", chunk_rows=800
+        ),
         "npy": open_source(str(tmp_path), groups="groups", sample_weight="sample_weight", chunk_rows=800),
         "irregular dask": open_source(
             da.from_array(data["X"], chunks=(irregular, N)),

@@ -76,7 +76,9 @@ class DaskReader(ArrayReader):
         """The dask array's row chunks (regular when all but the last are equal)."""
         chunks = [int(c) for c in self.array.chunks[0]]
         n = self.offset + self.shape[0]
-        if self.offset == 0 and (len(chunks) <= 1 or (len(set(chunks[:-1])) == 1 and chunks[-1] <= chunks[0])):
+        if self.offset == 0 and (
+            len(chunks) <= 1 or (len(set(chunks[:-1])) == 1 and chunks[-1] <= chunks[0])
+        ):
             return RowGrid(n, step=max(1, chunks[0] if chunks else 1))
         return RowGrid(n, bounds=tuple(int(b) for b in np.cumsum([0, *chunks]) + self.offset))
 

@@ -60,7 +60,9 @@ def remote_options(url: str, storage_options: dict[str, Any] | None) -> dict[str
             "timeout", aiohttp.ClientTimeout(sock_connect=HTTP_CONNECT_TIMEOUT, sock_read=HTTP_READ_TIMEOUT)
         )
         if isinstance(client["timeout"], (int, float)):  # e.g. from --storage-options JSON: seconds in all
-            client["timeout"] = aiohttp.ClientTimeout(total=float(client["timeout"]), sock_connect=HTTP_CONNECT_TIMEOUT)
+            client["timeout"] = aiohttp.ClientTimeout(
+                total=float(client["timeout"]), sock_connect=HTTP_CONNECT_TIMEOUT
+            )
         options["client_kwargs"] = client
     return options
 
