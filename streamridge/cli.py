@@ -577,7 +577,26 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *args: ob
     return f"streamridge: warning: {message}\n"
 
 
+def _show_one_line(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    sys.stderr.write(_one_line_warning(message, category))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 success, 2 user error, 130 interrupted).
+
+    Warnings (e.g. a stored chunk larger than the memory budget) print as one line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+    """
+    with warnings.catch_warnings():  # restores warnings.showwarning on return
+        warnings.showwarning = _show_one_line
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 success, 2 user error, 130 interrupted).
 
     Parameters
@@ -586,7 +605,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         Arguments without the program name (default ``sys.argv[1:]``).
     """
     _limit_malloc_arenas()
-    warnings.formatwarning = _one_line_warning  # e.g. a stored chunk larger than the memory budget
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

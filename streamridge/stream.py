@@ -15,14 +15,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import InputError, NonFiniteError, SchedulerError, SourceError, StreamRidgeError
 from .folds import FoldScheme
-from .kernel import CellAccumulator
 from .stats import FoldStats, merge
+
+if TYPE_CHECKING:
+    from .kernel import CellAccumulator
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ class StatsKernel:
 
     def start(self) -> CellAccumulator:
         """An empty accumulator."""
+        from .kernel import CellAccumulator  # scipy's BLAS: imported by the pass, not by `import streamridge`
+
         s = self.spec
         return CellAccumulator(s.scheme.n_folds * s.n_classes, self.n_features, s.n_targets)
 
