@@ -572,13 +572,9 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
-    """Warnings as one line ``streamridge: warning: ...`` (no source line)."""
-    return f"streamridge: warning: {message}\n"
-
-
 def _show_one_line(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-    sys.stderr.write(_one_line_warning(message, category))
+    """Print a warning as one line ``streamridge: warning: ...`` (no source line)."""
+    sys.stderr.write(f"streamridge: warning: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -597,13 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (0 success, 2 user error, 130 interrupted).
-
-    Parameters
-    ----------
-    argv : sequence of str, optional
-        Arguments without the program name (default ``sys.argv[1:]``).
-    """
+    """The command line behind :func:`main`."""
     _limit_malloc_arenas()
     parser = build_parser()
     try:

@@ -155,16 +155,14 @@ def test_stored_chunks_larger_than_the_budget(tmp_path: Path) -> None:
     assert_stats_close(stats, _reference(data), rtol=1e-11)
 
 
-def test_cli_prints_warnings_on_one_line() -> None:
+def test_cli_prints_warnings_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     import warnings as w
 
-    from streamridge.cli import _one_line_warning
+    from streamridge.cli import _show_one_line
 
-    text = _one_line_warning(
-        LargeChunkWarning("stored chunks of X hold 9 rows"), LargeChunkWarning, "f.py", 3
-    )
-    assert text == "streamridge: warning: stored chunks of X hold 9 rows\n"
-    assert w.showwarning.__name__ != "_show_one_line"  # main() restores it on return
+    _show_one_line(LargeChunkWarning("stored chunks of X hold 9 rows"), LargeChunkWarning, "f.py", 3)
+    assert capsys.readouterr().err == "streamridge: warning: stored chunks of X hold 9 rows\n"
+    assert w.showwarning is not _show_one_line  # main() restores it on return
 
 
 def test_sharded_zarr_reads_each_inner_chunk_once(tmp_path: Path) -> None:
