@@ -1,10 +1,14 @@
-"""Data sources: turn a path, URL or array into dask arrays of row chunks.
+"""Data sources: turn a path, URL, storage object or array into row-range readers and dask views.
 
-:func:`open_source` accepts a zarr store (format 2 or 3, local or an fsspec URL),
-an HDF5 file, a ``.npy`` file or a directory of them, NumPy and dask arrays, or
-an existing :class:`Source`.  Every array comes back as a dask array with the
-same row chunks and a single chunk along the other axes; the task graph can be
-pickled, so the threads, processes and distributed schedulers all run it.
+:func:`open_source` accepts a zarr store (format 2 or 3, local or an fsspec URL,
+or an open ``zarr.Group``), an HDF5 file (or an open ``h5py.File``/``Group``), a
+``.npy`` file or a directory of them, NumPy and dask arrays, or an existing
+:class:`Source`.  Each backend lives in one module (``_zarr``, ``_hdf5``,
+``_npy``, ``_memory``; URLs in ``_url``) behind the reader protocol of
+:mod:`._protocol`: shape and dtype, the stored chunk grid along the rows, a read
+of a row range, a fingerprint of the stored bytes.  The pass reads through the
+readers (:mod:`streamridge.partitions`); every array is also exposed as a dask
+array with shared row chunks (``Source.X`` ...) for prediction and user code.
 """
 
 from __future__ import annotations
