@@ -180,7 +180,8 @@ def _centered_segments(
     Ac = np.asarray(A, dtype=np.float64)  # one conversion pass (no buffered casts later)
     total = np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0)
     mean = total / W[:, None]
-    Ac -= np.repeat(mean, counts, axis=0)
+    for g, (lo, m) in enumerate(zip(starts.tolist(), counts.tolist())):  # in place: no m x N temporary
+        Ac[lo : lo + m] -= mean[g]
     mean += np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0) / W[:, None]
     return Ac, mean
 

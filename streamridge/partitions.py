@@ -6,7 +6,7 @@ sample_weight in its rows exactly once, in read blocks of whole stored chunks
 (at most ``read_bytes`` decoded, or one stored chunk when a single chunk is
 larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
 one read block of X, one stored chunk of each 1-D array, one sub-block and the
-partition's statistics, whatever the number of rows.
+partition's statistics, whatever the number of rows or the partition size.
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -31,7 +31,8 @@ from .errors import InputError
 
 ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
-SUB_BLOCK_BYTES = 32 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
+READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
+SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
 
 
@@ -128,10 +129,16 @@ def plan_pass(
 
 
 def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
-    """Rows of X per read (whole stored read units) and per kernel call."""
+    """Rows of X per read (whole stored read units) and per kernel call.
+
+    A read block is at most ``READ_BYTES`` (as float64) and a quarter of the
+    budget left after the statistics; a single stored chunk larger than that
+    is read whole (each stored chunk is decoded once), with a warning when it
+    exceeds the budget itself.
+    """
     grid = X.grid()
     read_budget = max(row64, budget // 4)  # the read block, its float64 sub-block copies and the 1-D chunks
-    rows = max(1, read_budget // row64)
+    rows = max(1, min(read_budget, READ_BYTES) // row64)
     unit = grid.unit if grid.regular else 1
     chunk = grid.read_step or grid.max_chunk_rows()
     if chunk * row64 > read_budget and chunk > 1:

@@ -1,0 +1,184 @@
+"""The data pass on every storage layout: pass / (read-only + stats-only) and peak RSS per cell.
+
+Usage::
+
+    python scripts/bench_layouts.py                                  # a small default matrix
+    python scripts/bench_layouts.py --rows 2000000 --features 50 200 1000 \\
+        --layouts zarr-1mb zarr-4mb zarr-40mb zarr-400mb zarr-sharded zarr2-blosc hdf5-gzip hdf5 npy \\
+        --dtypes float32 float64 --cells 5x1 10x10
+
+Each cell (layout x N x dtype x folds-x-classes) runs in its own child process
+(so its peak RSS is its own) and measures, in one run on the same stored data
+with default settings:
+
+  (a) read   every stored chunk read and decoded by the pass's partitions
+             (``bench_stream.ReadOnlyKernel``: same plan, same reads, no statistics);
+  (b) stats  ``accumulate`` over the same rows already in memory;
+  (c) pass   ``accumulate`` over the stored data (measured first);
+
+and prints c / (a + b) (goal <= 1.15) and the child's peak RSS after (c).  Timings are
+the best of --repeats; on a shared machine compare ratios, not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+LAYOUTS = {  # name -> (format, stored chunk MB, options)
+    "zarr-1mb": ("zarr3", 1, {}),
+    "zarr-4mb": ("zarr3", 4, {}),
+    "zarr-40mb": ("zarr3", 40, {}),
+    "zarr-400mb": ("zarr3", 400, {}),
+    "zarr-sharded": ("zarr3", 1, {"shard_mb": 64}),
+    "zarr2-blosc": ("zarr2", 4, {}),
+    "hdf5-gzip": ("hdf5", 4, {"compression": "gzip"}),
+    "hdf5": ("hdf5", 4, {}),
+    "npy": ("npy", 0, {}),
+}
+
+
+def write(path: str, layout: str, rows: int, N: int, dtype: str, n_classes: int) -> None:
+    """Write X (rows x N, dtype) and y (labels when n_classes > 1) in ``layout``."""
+    fmt, mb, opts = LAYOUTS[layout]
+    rng = np.random.default_rng(0)
+    item = np.dtype(dtype).itemsize
+    step = max(1, min(rows, int(mb * 2**20) // (N * item))) if mb else rows
+    block = max(step, 2**26 // (N * item) // step * step) if mb else min(rows, 2**26 // (N * item))
+    X = y = None
+    if fmt.startswith("zarr"):
+        import zarr
+
+        root = zarr.open_group(path, mode="w", zarr_format=3 if fmt == "zarr3" else 2)
+        kw: dict[str, Any] = {}
+        if "shard_mb" in opts:
+            kw["shards"] = (max(step, int(opts["shard_mb"] * 2**20) // (N * item) // step * step), N)
+        if fmt == "zarr2":
+            from numcodecs import Blosc
+
+            kw["compressors"] = Blosc()
+        X = root.create_array("X", shape=(rows, N), dtype=dtype, chunks=(step, N), **kw)
+        y = root.create_array("y", shape=(rows,), dtype="float64", chunks=(step,))
+    elif fmt == "hdf5":
+        import h5py
+
+        f = h5py.File(path, "w")
+        X = f.create_dataset("X", shape=(rows, N), dtype=dtype, chunks=(step, N), **opts)
+        y = f.create_dataset("y", shape=(rows,), dtype="float64", chunks=(step,))
+    else:
+        os.makedirs(path)
+        X = np.lib.format.open_memmap(os.path.join(path, "X.npy"), mode="w+", dtype=dtype, shape=(rows, N))
+        y = np.lib.format.open_memmap(os.path.join(path, "y.npy"), mode="w+", dtype="float64", shape=(rows,))
+    w = rng.standard_normal(N)
+    for s in range(0, rows, block):
+        x = (rng.standard_normal((min(block, rows - s), N)) + 3).astype(dtype)
+        t = x.astype(np.float64) @ w
+        X[s : s + len(x)] = x
+        y[s : s + len(x)] = np.digitize(t, np.quantile(t, np.linspace(0, 1, n_classes + 1)[1:-1])) if n_classes > 1 else t
+    if fmt == "hdf5":
+        f.close()
+    elif fmt == "npy":
+        X.flush()
+        y.flush()
+
+
+def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, Any]:
+    """(a), (b), (c) of one stored data set (run in the child)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import bench_stream  # the same read-only kernel and plan as bench_stream.py
+
+    from streamridge.folds import FoldScheme
+    from streamridge.sources import open_source
+    from streamridge.stream import PassReport, PassSpec, accumulate
+
+    src = open_source(path)
+    classes = tuple(float(c) for c in range(n_classes)) if n_classes > 1 else None
+    T = 1 if classes is None or n_classes == 2 else n_classes
+    spec = PassSpec(FoldScheme("hash", folds), classes, T)
+
+    def best(fn: Any) -> float:
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return min(ts)
+
+    args = argparse.Namespace(scheduler="threads", window=None, features=src.n_features())
+    accumulate(open_source(np.zeros((1000, src.n_features())), y=np.zeros(1000)), PassSpec(FoldScheme("hash", folds), None, 1))  # warm-up
+    report = PassReport()
+    out: dict[str, Any] = {"c": best(lambda: accumulate(src, spec, report=report))}
+    out["peak_rss_mb"] = _peak_rss_mb()  # the pass only, so far
+    out["partitions"] = report.extra["partitions"]
+    out["a"] = best(lambda: bench_stream.read_only(src, args))
+    mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
+    out["b"] = best(lambda: accumulate(mem, spec))
+    return out
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM (ru_maxrss may report the parent's peak inherited at fork)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=400_000)
+    p.add_argument("--features", type=int, nargs="+", default=[200])
+    p.add_argument("--layouts", nargs="+", default=["zarr-4mb", "zarr-40mb", "hdf5", "npy"], choices=list(LAYOUTS))
+    p.add_argument("--dtypes", nargs="+", default=["float32"])
+    p.add_argument("--cells", nargs="+", default=["5x1"], help="FOLDSxCLASSES, e.g. 5x1 10x10")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--dir", default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats)))
+        return 0
+    root = args.dir or tempfile.mkdtemp(prefix="bench-layouts-")
+    print(f"M={args.rows}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15")
+    try:
+        for layout in args.layouts:
+            for N in args.features:
+                for dtype in args.dtypes:
+                    for cells in args.cells:
+                        folds, n_classes = (int(v) for v in cells.split("x"))
+                        path = os.path.join(root, f"{layout}-{N}-{dtype}-{n_classes}")
+                        write(path, layout, args.rows, N, dtype, n_classes)
+                        child = json.dumps({"path": path, "folds": folds, "classes": n_classes})
+                        cmd = [sys.executable, __file__, "--child", child, "--repeats", str(args.repeats)]
+                        r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+                        print(
+                            f"{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} partitions={r['partitions']:<4d} "
+                            f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
+                            f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB",
+                            flush=True,
+                        )
+                        shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"load at end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
