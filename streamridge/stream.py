@@ -39,12 +39,16 @@ class PassSpec:
     skip_nonfinite : bool
         Drop rows with NaN/inf in X, y or weights instead of failing (they keep
         their row index, so folds do not shift).
+    features : FeatureMap or None
+        A fitted feature map applied to X chunk by chunk before the statistics
+        (see :mod:`streamridge.features.plan`).
     """
 
     scheme: FoldScheme
     classes: tuple[Any, ...] | None
     n_targets: int
     skip_nonfinite: bool = False
+    features: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -93,8 +97,11 @@ def chunk_task(
     weights: np.ndarray | None,
     row_start: int,
     spec: PassSpec,
+    drop: np.ndarray | None = None,
 ) -> FoldStats:
     """Statistics of the rows ``row_start .. row_start + len(X) - 1`` (pure function).
+
+    ``drop`` marks rows left out on purpose (a feature map's washout).
 
     Raises
     ------
@@ -103,7 +110,7 @@ def chunk_task(
     """
     m = X.shape[0]
     folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
-    keep = np.ones(m, dtype=bool)
+    keep = np.ones(m, dtype=bool) if drop is None else ~np.asarray(drop, dtype=bool)
     for name, a in (("X", X), ("y", y), ("sample_weight", weights)):
         if a is None:
             continue
@@ -187,7 +194,22 @@ def spec_dict(spec: PassSpec) -> dict[str, Any]:
         "classes": None if spec.classes is None else [str(c) for c in spec.classes],
         "n_targets": spec.n_targets,
         "skip_nonfinite": spec.skip_nonfinite,
+        **({} if spec.features is None else {"features": _features_fingerprint(spec.features)}),
     }
+
+
+def _features_fingerprint(fmap: Any) -> str:
+    """Digest of a fitted map's description and arrays (checkpoints of a pass with a map)."""
+    import hashlib
+    import json
+
+    from .features import encode
+
+    obj, arrays = encode(fmap)
+    h = hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode())
+    for k in sorted(arrays):
+        h.update(k.encode() + np.ascontiguousarray(arrays[k]).tobytes())
+    return h.hexdigest()
 
 
 def accumulate(
@@ -239,7 +261,8 @@ def accumulate(
     X = source.X
     chunks = [int(c) for c in X.chunks[0]]
     starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    base = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, X.shape[1], spec.n_targets, meta)
+    width = X.shape[1] if spec.features is None else spec.features.n_features_out_
+    base = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, width, spec.n_targets, meta)
     done = 0
     ckpt = fp = None
     if checkpoint is not None:
@@ -249,18 +272,20 @@ def accumulate(
         if resumed is not None:
             base, done = resumed
             base.meta.pop("checkpoint", None)
-    calls = _ChunkCalls(source, starts, done, spec)
+    task, calls, sizes = _calls(source, spec, starts, done)
     merger = TreeMerger(base)
     bar = _progress_bar(progress, int(X.shape[0]), initial=int(sum(chunks[:done])))
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
-            parts = run_in_order(chunk_task, calls, sched, window=window)
-            for j, part in enumerate(_named_failures(parts, source, starts, chunks, done)):
+            parts = run_in_order(task, calls, sched, window=window)
+            at = done
+            for j, part in enumerate(_named_failures(parts, source, starts, chunks, done, sizes)):
                 merger.push(part)
-                bar(chunks[done + j])
-                if ckpt is not None and fp is not None and done + j + 1 < len(chunks) and ckpt.due():
-                    ckpt.maybe_save(merger.total(), done + j + 1, fp, force=True)
+                bar(int(sum(chunks[at : at + sizes[j]])))
+                at += sizes[j]
+                if ckpt is not None and fp is not None and at < len(chunks) and ckpt.due():
+                    ckpt.maybe_save(merger.total(), at, fp, force=True)
     finally:
         bar(None)
     total = merger.total()
@@ -278,7 +303,18 @@ def accumulate(
     return total
 
 
-def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[int], first: int) -> Any:
+def _calls(source: Any, spec: PassSpec, starts: np.ndarray, done: int) -> tuple[Callable[..., FoldStats], Sequence[Any], list[int]]:
+    """The task, its calls and the chunks per call: one chunk per call, or lanes of chunks with a feature map."""
+    if spec.features is None:
+        calls = _ChunkCalls(source, starts, done, spec)
+        return chunk_task, calls, [1] * len(calls)
+    from .features.plan import lane_calls, lane_task
+
+    lanes = lane_calls(source, spec, starts, done, _block)
+    return lane_task, lanes, [lane.stop - lane.first for _, (lane, _s) in lanes]
+
+
+def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[int], first: int, sizes: list[int] | None = None) -> Any:
     """Yield from ``parts``; turn a foreign exception of chunk i into a one-line :class:`SourceError`.
 
     Errors of streamridge itself (bad values, a lost scheduler) pass unchanged;
@@ -286,7 +322,7 @@ def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[in
     names the chunk's rows and the data set.  A cluster that lost every worker
     raises :class:`SchedulerError`.
     """
-    i = first
+    i, j = first, 0
     it = iter(parts)
     while True:
         try:
@@ -298,7 +334,8 @@ def _named_failures(parts: Any, source: Any, starts: np.ndarray, chunks: list[in
         except Exception as exc:
             raise _chunk_error(exc, source, int(starts[i]), chunks[i], i) from exc
         yield part
-        i += 1
+        i += 1 if sizes is None else sizes[j]
+        j += 1
 
 
 def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> StreamRidgeError:
