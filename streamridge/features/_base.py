@@ -140,7 +140,8 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             raise InputError(f"groups has {g.shape[0]} entries for {X.shape[0]} rows of X")
         if self.stateful and g is not None:
             check_contiguous(*run_heads(g, X.shape[0]))
-        F, _ = self.apply_chunk(X, 0, g, self.init_state())
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_features
+            F, _ = self.apply_chunk(X, 0, g, self.init_state())
         check_features(F, 0, self)
         return F
 
@@ -162,7 +163,11 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """
         params = {}
         for k, v in self.get_params(deep=False).items():
-            params[k] = np.asarray(v, dtype=np.float64) if k in self._array_params and v is not None else v
+            if k in self._array_params and v is not None:
+                v = np.asarray(v, dtype=np.float64)
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(m, FeatureMap) for m in v):
+                v = [m.to_dict() for m in v]
+            params[k] = v
         out: dict[str, Any] = {"map": self.name, "format_version": FORMAT_VERSION, "params": params, "arrays": {}}
         if hasattr(self, "n_features_in_"):
             out["n_features_in"] = int(self.n_features_in_)

@@ -170,6 +170,7 @@ def _mapped(m: FeatureMap, Z: Any, groups: Any) -> Any:
     Z = np.asarray(Z, dtype=np.float64)
     if Z.ndim != 2:
         raise InputError(f"Pipeline needs 2-D input; got shape {Z.shape}")
-    F, _ = m.apply_chunk(Z, 0, None if groups is None else np.asarray(groups).reshape(-1), m.init_state())
+    with np.errstate(over="ignore", invalid="ignore"):
+        F, _ = m.apply_chunk(Z, 0, None if groups is None else np.asarray(groups).reshape(-1), m.init_state())
     check_features(F, 0, m)
     return F

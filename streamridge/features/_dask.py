@@ -10,14 +10,16 @@ from ._base import FeatureMap, check_features
 
 
 def _stateless(fmap: FeatureMap, block: np.ndarray, row_start: int) -> np.ndarray:
-    F, _ = fmap.apply_chunk(np.asarray(block, dtype=np.float64), row_start, None, None)
+    with np.errstate(over="ignore", invalid="ignore"):
+        F, _ = fmap.apply_chunk(np.asarray(block, dtype=np.float64), row_start, None, None)
     check_features(F, row_start, fmap)
     return F
 
 
 def _step(fmap: FeatureMap, block: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
     g = None if groups is None else np.asarray(groups).reshape(-1)
-    F, new = fmap.apply_chunk(np.asarray(block, dtype=np.float64), row_start, g, state)
+    with np.errstate(over="ignore", invalid="ignore"):
+        F, new = fmap.apply_chunk(np.asarray(block, dtype=np.float64), row_start, g, state)
     check_features(F, row_start, fmap)
     return F, new
 

@@ -171,7 +171,8 @@ def _map_chunk(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None
     if bad.any():
         X = np.where(bad[:, None], 0.0, X)
     keep = fmap.keep_mask(X.shape[0], g, state)
-    F, state = fmap.apply_chunk(X, start, g, state)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
+        F, state = fmap.apply_chunk(X, start, g, state)
     _check_good(F, bad, start, fmap)
     if bad.any():
         F[bad] = np.nan  # dropped by the statistics kernel (skip_nonfinite)
