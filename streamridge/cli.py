@@ -401,7 +401,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             f"{model.n_features_in_}; use the same features (--x NAME)"
         )
     classifier = hasattr(model, "decision_function")
-    groups = None if args.groups is None else open_source(args.data, x=args.groups, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options).X.reshape(-1)
+    groups = None if args.groups is None else open_source(
+        args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
+    ).groups
     pred = model.predict(X, groups)
     scores = model.decision_function(X, groups) if classifier and args.scores else None
     n = int(X.shape[0])

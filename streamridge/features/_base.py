@@ -14,6 +14,7 @@ A :class:`FeatureMap` turns raw input rows into feature rows.  It is
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 import numpy as np
@@ -162,7 +163,8 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         for a pure-JSON form with the arrays split off).
         """
         params = {}
-        for k, v in self.get_params(deep=False).items():
+        for k in inspect.signature(type(self)).parameters:  # declaration order (readable descriptions)
+            v = getattr(self, k)
             if k in self._array_params and v is not None:
                 v = np.asarray(v, dtype=np.float64)
             elif isinstance(v, (list, tuple)) and v and all(isinstance(m, FeatureMap) for m in v):
