@@ -49,9 +49,25 @@ def _materialize(a: Any) -> Any:
     return np.asarray(a.compute(scheduler="sync")) if hasattr(a, "compute") else np.asarray(a)
 
 
+def materialize_all(blocks: Sequence[Any]) -> list[Any]:
+    """NumPy arrays of one chunk's blocks, the dask ones computed together in one call.
+
+    One call computes upstream work shared by X and y (one task producing both,
+    e.g. a simulation) once, not once per block.
+    """
+    out = [None if b is None else b if not hasattr(b, "compute") else None for b in blocks]
+    lazy = [i for i, b in enumerate(blocks) if b is not None and hasattr(b, "compute")]
+    if lazy:
+        import dask
+
+        for i, v in zip(lazy, dask.compute(*(blocks[i] for i in lazy), scheduler="sync")):
+            out[i] = v
+    return [None if v is None else np.asarray(v) for v in out]
+
+
 def compute_chunk(fn: Callable[..., FoldStats], blocks: Sequence[Any], *args: Any) -> FoldStats:
-    """Read the blocks of one chunk (dask arrays) and apply the kernel ``fn``."""
-    return fn(*(_materialize(b) for b in blocks), *args)
+    """Read the blocks of one chunk (dask arrays, computed together) and apply the kernel ``fn``."""
+    return fn(*materialize_all(blocks), *args)
 
 
 def _init_process_worker() -> None:

@@ -237,3 +237,27 @@ def test_cli_features_list_and_errors(tmp_path, capsys, data):
     code, _, err = run(capsys, "fit", "--data", store, "--features", tmp_path / "bad.json", "--out", tmp_path / "m.npz")
     assert code == 2 and "has no parameter 'units'" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.npz").exists()
+
+
+def _lazy_xy(n_chunks, rows, calls):
+    """X and y of each chunk produced by one shared dask task (a simulation), counting its runs."""
+    import dask
+
+    def simulate(i):
+        calls.append(i)
+        r = np.random.default_rng(i)
+        u = r.standard_normal((rows, 2))
+        return u, u[:, 0] ** 2
+
+    outs = [dask.delayed(simulate, pure=True)(i) for i in range(n_chunks)]
+    X = da.concatenate([da.from_delayed(o[0], shape=(rows, 2), dtype=float) for o in outs])
+    y = da.concatenate([da.from_delayed(o[1], shape=(rows,), dtype=float) for o in outs])
+    return X, y
+
+
+@pytest.mark.parametrize("features", [None, RandomHidden(5)], ids=["raw", "mapped"])
+def test_shared_upstream_of_x_and_y_runs_once_per_chunk(features):
+    calls: list[int] = []
+    X, y = _lazy_xy(6, 50, calls)
+    sr.StreamRidgeCV(cv=3, features=features, scheduler="threads").compute_stats(X, y)
+    assert sorted(calls) == list(range(6)), calls  # was [0, 0, 1, 1, ...]: X and y computed separately

@@ -135,7 +135,7 @@ def lane_task(lane: Lane, spec: Any) -> Any:
         Raw X has NaN/inf (for a stateful map even with ``skip_nonfinite``: it would
         spoil the state of the rest of the series), or the map produced NaN/inf.
     """
-    from ..executors import _materialize
+    from ..executors import _materialize, materialize_all
     from ..stats import merge
     from ..stream import chunk_task
 
@@ -146,7 +146,7 @@ def lane_task(lane: Lane, spec: Any) -> Any:
         _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
     out = None
     for blocks, start in zip(lane.blocks, lane.starts):
-        X, y, g, w = (_materialize(b) for b in blocks)
+        X, y, g, w = materialize_all(blocks)
         g = _flat(g)
         F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
         part = chunk_task(F, y, g, w, start, spec, drop=drop)
