@@ -108,10 +108,7 @@ class EchoStateNetwork(FeatureMap):
         for p, e, gid in zip(pos, ends, ids):
             if p > 0 or series is NO_SERIES or gid != series:
                 series, t, x = gid, 0, np.zeros(n)
-            for i in range(p, e):
-                pre = np.tanh(U[i] + x @ WT)
-                x = pre if a == 1.0 else (1.0 - a) * x + a * pre
-                F[i] = x
+            x = _run(U[p:e], WT, a, x, F[p:e])
             t += e - p
         return F, (series, t, x)
 
@@ -128,3 +125,19 @@ class EchoStateNetwork(FeatureMap):
             t0 = t if (p == 0 and series is not NO_SERIES and gid == series) else 0
             keep[p : min(e, p + max(0, w - t0))] = False
         return keep
+
+
+def _run(U: np.ndarray, WT: np.ndarray, a: float, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """States of len(U) steps from state x into ``out``; returns the last state (a copy)."""
+    buf = np.empty_like(x)
+    for i in range(U.shape[0]):
+        np.dot(x, WT, out=buf)
+        buf += U[i]
+        if a == 1.0:
+            np.tanh(buf, out=out[i])
+        else:
+            np.tanh(buf, out=buf)
+            np.multiply(x, 1.0 - a, out=out[i])
+            out[i] += a * buf
+        x = out[i]
+    return x.copy()
