@@ -218,6 +218,7 @@ class _StreamRidgeBase(BaseEstimator):
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
         report = PassReport()
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
             stats = merge(self.stats_, stats)
         self.stats_ = stats
@@ -282,6 +283,10 @@ class _StreamRidgeBase(BaseEstimator):
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+            if self._spec.features is not None and self._spec.features.stateful:
+                import dataclasses
+
+                self._spec = dataclasses.replace(self._spec, features_state=getattr(self, "_features_state", None))
         n = int(src.X.shape[0])
         if rows is not None:
             start, stop = int(rows[0]), min(int(rows[1]), n)

@@ -42,6 +42,10 @@ class PassSpec:
     features : FeatureMap or None
         A fitted feature map applied to X chunk by chunk before the statistics
         (see :mod:`streamridge.features.plan`).
+    features_state : any
+        State of a stateful map at the first row (``partial_fit`` continuing a
+        series); None: every series starts from rest.  The state after the last
+        row comes back in ``PassReport.extra["features_state"]``.
     """
 
     scheme: FoldScheme
@@ -49,6 +53,7 @@ class PassSpec:
     n_targets: int
     skip_nonfinite: bool = False
     features: Any = None
+    features_state: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -136,7 +141,8 @@ def chunk_task(
         X, y, folds = X[keep], np.asarray(y)[keep], folds[keep]
         w = None if w is None else w[keep]
     if spec.classes is None:
-        Y = np.asarray(y).reshape(X.shape[0], -1)
+        Y = np.asarray(y)
+        Y = Y[:, None] if Y.ndim == 1 else Y  # (also when every row of the chunk was dropped)
         cls = None
     else:
         cls, Y = code_targets(np.asarray(y), spec.classes)
@@ -282,6 +288,8 @@ def accumulate(
             at = done
             for j, part in enumerate(_named_failures(parts, source, starts, chunks, done, sizes)):
                 merger.push(part)
+                if report is not None and hasattr(part, "features_state"):
+                    report.extra["features_state"] = part.features_state
                 bar(int(sum(chunks[at : at + sizes[j]])))
                 at += sizes[j]
                 if ckpt is not None and fp is not None and at < len(chunks) and ckpt.due():

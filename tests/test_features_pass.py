@@ -261,3 +261,29 @@ def test_shared_upstream_of_x_and_y_runs_once_per_chunk(features):
     X, y = _lazy_xy(6, 50, calls)
     sr.StreamRidgeCV(cv=3, features=features, scheduler="threads").compute_stats(X, y)
     assert sorted(calls) == list(range(6)), calls  # was [0, 0, 1, 1, ...]: X and y computed separately
+
+
+@pytest.mark.parametrize("fmap", [EchoStateNetwork(12, leak_rate=0.5, washout=15), Delays(3)], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("with_groups", [True, False])
+def test_partial_fit_continues_series_across_calls(fmap, with_groups, data):
+    """Batches that cut series in the middle give the statistics of one fit (the state is carried)."""
+    X, Y, g = data
+    groups = g if with_groups else None
+    whole = sr.StreamRidgeCV(cv=2, features=fmap, chunk_rows=40).fit(X, Y, groups=groups)
+    inc = sr.StreamRidgeCV(cv=2, features=whole.features_, chunk_rows=40)
+    for a, b in [(0, 250), (250, 251), (251, 333), (333, 600)]:  # cuts inside series 5 (twice) and 20
+        inc.partial_fit(X[a:b], Y[a:b], groups=None if groups is None else groups[a:b])
+    assert_stats_close(inc.stats_, whole.stats_)
+    fresh = sr.StreamRidgeCV(cv=2, features=whole.features_, chunk_rows=40)
+    fresh.partial_fit(X[:250], Y[:250], groups=None if groups is None else groups[:250])
+    fresh.partial_fit(X[250:], Y[250:], groups=None if groups is None else groups[250:])
+    assert_stats_close(fresh.stats_, whole.stats_)
+
+
+def test_chunk_whose_rows_are_all_dropped(rng):
+    """Regression: a chunk with every row skipped (NaN, or a washout) failed to reshape its empty y."""
+    X = rng.standard_normal((100, 2))
+    y = rng.standard_normal(100)
+    X[40:60] = np.nan
+    est = sr.StreamRidgeCV(cv=2, skip_nonfinite=True, chunk_rows=20).fit(X, y)
+    assert est.stats_.n_rows == 80

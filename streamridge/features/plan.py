@@ -66,8 +66,9 @@ class Lane:
     dask must not look inside it, the task reads the blocks itself)."""
 
     def __init__(self, first: int, stop: int, blocks: list[tuple[Any, ...]], starts: list[int],
-                 prefix: tuple[Any, Any, int] | None) -> None:
+                 prefix: tuple[Any, Any, int] | None, init: Any = None) -> None:
         self.first, self.stop, self.blocks, self.starts, self.prefix = first, stop, blocks, starts, prefix
+        self.init = init  # the map's state before the lane (None: from rest)
 
 
 def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.ndarray) -> list[tuple[int, int, int | None]]:
@@ -122,7 +123,8 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
         if warm is not None:
             lo, hi = warm - offset, int(starts[a]) - offset
             prefix = (source.X[lo:hi], None if source.groups is None else source.groups[lo:hi], warm)
-        calls.append(((), (Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix), spec)))
+        init = spec.features_state if a == 0 and fmap.stateful else None
+        calls.append(((), (Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init), spec)))
     return calls
 
 
@@ -140,7 +142,7 @@ def lane_task(lane: Lane, spec: Any) -> Any:
     from ..stream import chunk_task
 
     fmap: FeatureMap = spec.features
-    state = fmap.init_state()
+    state = fmap.init_state() if lane.init is None else lane.init
     if lane.prefix is not None:
         Xp, gp, row = lane.prefix
         _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
@@ -151,6 +153,8 @@ def lane_task(lane: Lane, spec: Any) -> Any:
         F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
         part = chunk_task(F, y, g, w, start, spec, drop=drop)
         out = part if out is None else merge(out, part)
+    if fmap.stateful and out is not None:
+        out.features_state = state  # type: ignore[attr-defined]  # read by the pass after the last lane
     return out
 
 
