@@ -287,3 +287,34 @@ def test_chunk_whose_rows_are_all_dropped(rng):
     X[40:60] = np.nan
     est = sr.StreamRidgeCV(cv=2, skip_nonfinite=True, chunk_rows=20).fit(X, y)
     assert est.stats_.n_rows == 80
+
+
+def test_checkpoint_resumes_a_pass_with_a_map(data, tmp_path, monkeypatch):
+    """A pass with a stateful map stopped after some lanes resumes at a lane boundary to the same statistics."""
+    import streamridge.features.plan as plan
+    from streamridge.sources import open_source
+    from streamridge.stream import PassReport, accumulate
+
+    X, Y, g = data
+    est = sr.StreamRidgeCV(cv="groups", features=EchoStateNetwork(10), chunk_rows=40)
+    whole = est.compute_stats(X, Y, groups=g)
+    spec = est._spec
+    src = open_source(X, y=Y, groups=g, chunk_rows=40)
+    real = plan.lane_task
+
+    def failing(lane, spec):
+        if lane.first >= 5:
+            raise OSError("disk went away")
+        return real(lane, spec)
+
+    monkeypatch.setattr(plan, "lane_task", failing)
+    with pytest.raises(Exception, match="disk went away"):
+        accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
+    monkeypatch.setattr(plan, "lane_task", real)
+    report = PassReport()
+    resumed = accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0, report=report)
+    # chunks of 40 rows; series 8 starts at row 200 = chunk 5, the only chunk that starts a series after chunk 0,
+    # so the lanes are chunks 0-4 and 5-14
+    assert report.extra["resumed_chunks"] == 5
+    for name in STATS:
+        np.testing.assert_allclose(getattr(resumed, name), getattr(whole, name), rtol=1e-12, atol=1e-12 * np.abs(getattr(whole, name)).max())
