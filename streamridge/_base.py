@@ -194,7 +194,7 @@ class _StreamRidgeBase(BaseEstimator):
                 raise ParameterError("cv='groups' needs groups (one id per row)")
             gv = _distinct(src.groups)
         scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
-        if scheme.kind == "group":
+        if scheme.kind == "group" and not partial:  # partial_fit: a batch may hold one series; folds checked when selecting
             n_groups = len(_distinct(src.groups))
             if n_groups < scheme.n_folds:
                 raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
