@@ -70,13 +70,17 @@ class RandomHidden(FeatureMap):
             d2 = (X * X).sum(axis=1)[:, None] - 2.0 * X @ W.T + (W * W).sum(axis=1)[None, :]
             H = np.exp(-np.maximum(d2, 0.0) / width2)
         else:
-            Z = X @ W.T + b
+            H = X @ W.T
+            H += b  # in place: a chunk's features are the largest array of the pass
             if self.activation == "tanh":
-                H = np.tanh(Z)
+                np.tanh(H, out=H)
             elif self.activation == "sigmoid":
-                H = 0.5 * (1.0 + np.tanh(0.5 * Z))
+                H *= 0.5
+                np.tanh(H, out=H)
+                H += 1.0
+                H *= 0.5
             else:
-                H = np.maximum(Z, 0.0)
+                np.maximum(H, 0.0, out=H)
         if self.direct:
             H = np.concatenate([X, H], axis=1)
         return H, None

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NonFiniteError
+from ..errors import CheckpointError, NonFiniteError
 from ._base import FeatureMap, check_features
 from ._series import check_contiguous, merge_chunk_heads, run_heads
 
@@ -116,6 +116,8 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
     heads = series_runs(source.groups, starts)[0] if fmap.stateful else np.zeros(0, dtype=np.int64)
     calls = []
     for a, b, warm in plan_lanes(fmap, starts, offset + int(source.X.shape[0]), heads):
+        if a < first < b:  # cannot happen: checkpoints are saved at lane ends of the same plan
+            raise CheckpointError(f"the checkpoint ends inside a lane of chunks {a}-{b - 1}; delete it and rerun the pass")
         if a < first:
             continue
         blocks = [tuple(block(getattr(source, n), i) for n in ("X", "y", "groups", "sample_weight")) for i in range(a, b)]
