@@ -404,8 +404,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     groups = None if args.groups is None else open_source(
         args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
     ).groups
-    pred = model.predict(X, groups)
-    scores = model.decision_function(X, groups) if classifier and args.scores else None
+    extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
+    pred = model.predict(X, *extra)
+    scores = model.decision_function(X, *extra) if classifier and args.scores else None
     n = int(X.shape[0])
     bar = _progress(not (args.quiet or args.json), n * (1 if scores is None else 2))
     tick = None if bar is None else bar.update
