@@ -246,7 +246,7 @@ def test_newer_map_format_is_refused():
 
 def test_width_mismatch(rng):
     fmap = RandomHidden(3).fit(rng.standard_normal((10, 2)))
-    with pytest.raises(InputError, match="fitted for inputs of 2 columns; the data has 3"):
+    with pytest.raises(InputError, match="X has 3 features, but RandomHidden is expecting 2 features as input"):
         fmap.transform(rng.standard_normal((10, 3)))
 
 

@@ -191,7 +191,7 @@ def test_pass_errors(data):
     with pytest.raises(NonFiniteError, match=r"feature map RandomHidden produced NaN or inf in 1 row\(s\), first at rows \[123\]"):
         sr.StreamRidgeCV(cv=3, features=RandomHidden(5, activation="relu", input_scaling=100.0), chunk_rows=50).fit(Xo, Y)
     fitted = RandomHidden(5).fit(X[:, :2])
-    with pytest.raises(InputError, match="fitted for inputs of 2 columns; the data has 3"):
+    with pytest.raises(InputError, match="X has 3 features, but RandomHidden is expecting 2 features as input"):
         sr.StreamRidgeCV(features=fitted).fit(X, Y)
     with pytest.raises(ValueError, match="features must be a feature map"):
         sr.StreamRidgeCV(features="esn").fit(X, Y)

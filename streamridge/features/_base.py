@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..errors import InputError, NonFiniteError, ParameterError
 from ..folds import splitmix64
@@ -56,13 +56,20 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         y, groups : ignored
         """
         self._check_params()
-        n_in = int(X.shape[1]) if X.ndim == 2 else -1
-        if n_in < 1:
-            raise InputError(f"{type(self).__name__} needs X of shape (n_samples, n_features); got shape {X.shape}")
+        X, n_in = self._fit_input(X)
         sample = sample_rows(X, self.n_sample, int(self.seed)) if self.n_sample else None
         self.n_features_in_ = n_in
         self._fit_arrays(n_in, sample)
         return self
+
+    def _fit_input(self, X: Any) -> tuple[Any, int]:
+        """X validated as scikit-learn does (in-memory) or checked 2-D (dask), and its width."""
+        if hasattr(X, "dask"):
+            if X.ndim != 2 or X.shape[1] < 1:
+                raise InputError(f"{type(self).__name__} needs X of shape (n_samples, n_features); got shape {X.shape}")
+            return X, int(X.shape[1])
+        X = validate_data(self, X, reset=True, dtype=np.float64)
+        return X, int(X.shape[1])
 
     def fit_width(self, n_features_in: int) -> FeatureMap:
         """Fit a map that needs no data sample from the input width alone."""
@@ -134,7 +141,7 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         array of float64 of shape (n_samples, n_features_out)
         """
         check_is_fitted(self, "n_features_in_")
-        X = check_array(X, dtype=np.float64, ensure_min_samples=0)
+        X = check_array(X, dtype=np.float64, ensure_min_samples=0)  # rejects NaN/inf, sparse, complex
         self.check_width(X.shape[1])
         g = None if groups is None else np.asarray(groups).reshape(-1)
         if g is not None and g.shape[0] != X.shape[0]:
@@ -150,8 +157,8 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """Raise :class:`InputError` unless the input has the width the map was fitted for."""
         if int(n) != self.n_features_in_:
             raise InputError(
-                f"{type(self).__name__} was fitted for inputs of {self.n_features_in_} columns; "
-                f"the data has {n}; fit the map on this data or give data of the same width"
+                f"X has {n} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input "
+                "(the width it was fitted for); fit the map on this data or give data of the same width"
             )
 
     # ---------------------------------------------------------------- description
@@ -168,7 +175,7 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             if k in self._array_params and v is not None:
                 v = np.asarray(v, dtype=np.float64)
             elif isinstance(v, (list, tuple)) and v and all(isinstance(m, FeatureMap) for m in v):
-                v = [m.to_dict() for m in v]
+                v = [m.to_dict() for m in getattr(self, k + "_", v)]  # the fitted parts when fitted
             params[k] = v
         out: dict[str, Any] = {"map": self.name, "format_version": FORMAT_VERSION, "params": params, "arrays": {}}
         if hasattr(self, "n_features_in_"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from ..errors import InputError, ParameterError
 from ._base import FeatureMap, check_features
@@ -15,6 +17,16 @@ def _check_maps(obj: Any) -> list[FeatureMap]:
     if not maps or not all(isinstance(m, FeatureMap) for m in maps):
         raise ParameterError(f"{type(obj).__name__}: maps must be a non-empty list of feature maps; got maps={obj.maps!r}")
     return maps
+
+
+def _fitted(obj: Any) -> list[FeatureMap]:
+    """The fitted parts (``maps_``: fitted copies; the ``maps`` parameter is left as given)."""
+    check_is_fitted(obj, "maps_")
+    return list(obj.maps_)
+
+
+def _fresh(obj: Any) -> list[FeatureMap]:
+    return [clone(m) for m in _check_maps(obj)]
 
 
 class Concat(FeatureMap):
@@ -36,16 +48,16 @@ class Concat(FeatureMap):
         return any(m.stateful for m in self.maps or [])
 
     def fit(self, X: Any, y: Any = None, groups: Any = None) -> Concat:
-        """Fit every part on X."""
-        for m in _check_maps(self):
-            m.fit(X, y, groups)
-        self.n_features_in_ = int(X.shape[1])
+        """Fit a copy of every part on X (``maps_``)."""
+        maps = _fresh(self)
+        X, n_in = self._fit_input(X)
+        self.maps_ = [m.fit(X, y, groups) for m in maps]
+        self.n_features_in_ = n_in
         return self
 
     def fit_width(self, n_features_in: int) -> Concat:
-        """Fit every part from the input width."""
-        for m in _check_maps(self):
-            m.fit_width(n_features_in)
+        """Fit a copy of every part from the input width."""
+        self.maps_ = [m.fit_width(n_features_in) for m in _fresh(self)]
         self.n_features_in_ = int(n_features_in)
         return self
 
@@ -55,27 +67,28 @@ class Concat(FeatureMap):
         return max(m.n_sample for m in _check_maps(self))
 
     def _n_out(self) -> int:
-        return sum(m.n_features_out_ for m in _check_maps(self))
+        return sum(m.n_features_out_ for m in _fitted(self))
 
     def init_state(self) -> Any:
         """One state per part."""
-        return tuple(m.init_state() for m in _check_maps(self))
+        return tuple(m.init_state() for m in _fitted(self))
 
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """Features of every part, concatenated."""
-        outs = [m.apply_chunk(X, row_start, groups, s) for m, s in zip(_check_maps(self), state)]
+        outs = [m.apply_chunk(X, row_start, groups, s) for m, s in zip(_fitted(self), state)]
         return np.concatenate([f for f, _ in outs], axis=1), tuple(s for _, s in outs)
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """Rows kept by every part."""
-        return _all_keep([p.keep_mask(m, groups, s) for p, s in zip(_check_maps(self), state)])
+        return _all_keep([p.keep_mask(m, groups, s) for p, s in zip(_fitted(self), state)])
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``<part index>_<part's name>``."""
-        return np.asarray([f"{i}_{n}" for i, m in enumerate(_check_maps(self)) for n in m.get_feature_names_out()], dtype=object)
+        return np.asarray([f"{i}_{n}" for i, m in enumerate(_fitted(self)) for n in m.get_feature_names_out()], dtype=object)
 
     def _set_fitted(self, n_in: int, arrays: dict[str, np.ndarray]) -> None:
         self.n_features_in_ = int(n_in)
+        self.maps_ = list(self.maps or [])  # from_dict passes the fitted parts as maps
 
 
 class Pipeline(FeatureMap):
@@ -103,52 +116,57 @@ class Pipeline(FeatureMap):
 
     def fit(self, X: Any, y: Any = None, groups: Any = None) -> Pipeline:
         """Fit each step on the output of the steps before it (lazily for dask arrays)."""
-        maps = _check_maps(self)
-        self.n_features_in_ = int(X.shape[1])
+        maps = _fresh(self)
+        X, n_in = self._fit_input(X)
+        self.n_features_in_ = n_in
         Z = X
         for i, m in enumerate(maps):
-            if m.n_sample == 0:
-                m.fit_width(int(Z.shape[1]))
+            if m.n_sample == 0 and not isinstance(m, (Concat, Pipeline)):
+                m.fit_width(int(Z.shape[1]))  # no data needed (Z may be lazy: not computed)
             else:
                 m.fit(Z, y, groups)
             if i + 1 < len(maps):
                 Z = _mapped(m, Z, groups)
+        self.maps_ = maps
         return self
 
     def fit_width(self, n_features_in: int) -> Pipeline:
         """Fit every step from the input width (no step may need a data sample)."""
         n = int(n_features_in)
         self.n_features_in_ = n
-        for m in _check_maps(self):
+        maps = _fresh(self)
+        for m in maps:
             m.fit_width(n)
             n = m.n_features_out_
+        self.maps_ = maps
         return self
 
     def _n_out(self) -> int:
-        return _check_maps(self)[-1].n_features_out_
+        return _fitted(self)[-1].n_features_out_
 
     def init_state(self) -> Any:
         """One state per step."""
-        return tuple(m.init_state() for m in _check_maps(self))
+        return tuple(m.init_state() for m in _fitted(self))
 
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """Each step applied to the previous step's features."""
         Z, new = X, []
-        for m, s in zip(_check_maps(self), state):
+        for m, s in zip(_fitted(self), state):
             Z, s2 = m.apply_chunk(Z, row_start, groups, s)
             new.append(s2)
         return Z, tuple(new)
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """Rows kept by every step."""
-        return _all_keep([p.keep_mask(m, groups, s) for p, s in zip(_check_maps(self), state)])
+        return _all_keep([p.keep_mask(m, groups, s) for p, s in zip(_fitted(self), state)])
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """The last step's names."""
-        return _check_maps(self)[-1].get_feature_names_out()
+        return _fitted(self)[-1].get_feature_names_out()
 
     def _set_fitted(self, n_in: int, arrays: dict[str, np.ndarray]) -> None:
         self.n_features_in_ = int(n_in)
+        self.maps_ = list(self.maps or [])  # from_dict passes the fitted parts as maps
 
 
 def _all_keep(masks: list[np.ndarray | None]) -> np.ndarray | None:

@@ -30,7 +30,7 @@ def _basis(given: Any, sample: np.ndarray | None, n: int, n_in: int, who: str) -
     if B.ndim != 2 or B.shape[1] != n_in:
         raise InputError(f"{who}: the basis must have shape (n, {n_in}) for inputs of {n_in} columns; got {B.shape}")
     if given is None and B.shape[0] < n:
-        raise InputError(f"{who}: asked for {n} basis rows but the data has only {B.shape[0]} rows")
+        raise InputError(f"{who}: asked for {n} basis rows but the data has only n_samples={B.shape[0]}; ask for fewer")
     return B
 
 
