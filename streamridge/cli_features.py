@@ -45,11 +45,12 @@ def estimator_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_features_command(sub: Any) -> None:
-    """``streamridge features``: list the maps and their parameters."""
-    p = sub.add_parser(
-        "features", help="list the feature maps usable with fit --features",
-        description=describe_maps(), epilog=FEATURES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """``streamridge features``: list the maps and their parameters (``--help`` prints the same list).
+
+    The list is built when the command runs, not with the parser: other commands stay light to start.
+    """
+    p = sub.add_parser("features", help="list the feature maps usable with fit --features", add_help=False)
+    p.add_argument("-h", "--help", action="store_true", help="show the maps and their parameters")
     p.add_argument("--json", action="store_true", help="print the maps and their defaults as JSON")
     p.add_argument("--debug", action="store_true", help="show the traceback of errors")
 
@@ -76,6 +77,8 @@ def cmd_features(args: argparse.Namespace) -> int:
 
     from .features import MAPS
 
+    if args.help:
+        print("usage: streamridge features [-h] [--json] [--debug]\n")
     if args.json:
         print(json.dumps({n: {"class": c.__name__, "params": {k: v.default for k, v in _params(c).items()}} for n, c in MAPS.items()}))
     else:
@@ -83,10 +86,20 @@ def cmd_features(args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe(d: dict[str, Any]) -> str:
+    """``esn(n_units=500, ...)`` from a map's JSON description (no import of the maps: ``info`` stays light)."""
+    parts = []
+    for k, v in d["params"].items():
+        if k == "maps":
+            v = "[" + ", ".join(_describe(m) for m in v) + "]"
+        elif isinstance(v, dict) and "__array__" in v:
+            v = "<array>"
+        parts.append(f"{k}={v}")
+    return f"{d['map']}({', '.join(parts)})"
+
+
 def info_lines(header: dict[str, Any]) -> list[str]:
     """Lines of ``streamridge info`` about the model's feature map and prefix curve."""
-    from .features._registry import _describe
-
     out = []
     if header.get("features"):
         out.append(f"feature map {_describe(header['features'])}")

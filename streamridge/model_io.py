@@ -145,6 +145,7 @@ def _add_features(estimator: Any, header: dict[str, Any], arrays: dict[str, np.n
         from .features import encode
 
         header["features"], fmap_arrays = encode(fmap)
+        header["n_model_features"] = int(fmap.n_features_out_)  # width of coef (n_features_in is the raw width)
         arrays.update(fmap_arrays)
     if hasattr(estimator, "prefix_sizes_"):
         header["prefixes"] = json_safe({

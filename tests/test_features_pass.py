@@ -227,8 +227,9 @@ def test_cli_fit_predict_info_with_a_map(data, tmp_path, capsys):
 
 
 def test_cli_features_list_and_errors(tmp_path, capsys, data):
-    code, out, _ = run(capsys, "features")
-    assert code == 0 and "esn" in out and "EchoStateNetwork" in out and "nystroem" in out
+    for argv in (["features"], ["features", "--help"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "esn" in out and "EchoStateNetwork" in out and "nystroem" in out and "spectral_radius=0.9" in out
     code, out, _ = run(capsys, "features", "--json")
     assert json.loads(out)["random_hidden"]["params"]["n_units"] == 100
     X, Y, g = data
