@@ -319,3 +319,19 @@ def test_checkpoint_resumes_a_pass_with_a_map(data, tmp_path, monkeypatch):
     assert report.extra["resumed_chunks"] == 5
     for name in STATS:
         np.testing.assert_allclose(getattr(resumed, name), getattr(whole, name), rtol=1e-12, atol=1e-12 * np.abs(getattr(whole, name)).max())
+
+
+def test_model_file_with_a_newer_map_format_is_refused(data, tmp_path):
+    X, Y, g = data
+    est = sr.StreamRidgeCV(cv="groups", features=RandomHidden(4), alphas=ALPHAS).fit(X, Y[:, 0], groups=g)
+    save_model(est, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["header_json"]).decode())
+    header["features"]["format_version"] = 99
+    arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "new.npz", **arrays)
+    from streamridge.errors import ModelFileError
+
+    with pytest.raises(ModelFileError, match="feature map format 99 is newer than this streamridge reads"):
+        load_model(tmp_path / "new.npz")
