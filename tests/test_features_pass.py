@@ -335,3 +335,17 @@ def test_model_file_with_a_newer_map_format_is_refused(data, tmp_path):
 
     with pytest.raises(ModelFileError, match="feature map format 99 is newer than this streamridge reads"):
         load_model(tmp_path / "new.npz")
+
+
+def test_warmup_with_series(rng):
+    """Warm-up rows never reach back into the previous series; chunks that start a series are exact."""
+    X = rng.standard_normal((2400, 2))
+    y = rng.standard_normal(2400)
+    g = np.repeat([4, 1, 9], 800)
+    kw = dict(cv="groups", chunk_rows=100)
+    exact = sr.StreamRidgeCV(features=EchoStateNetwork(20, seed=1), **kw).compute_stats(X, y, groups=g)
+    warm = sr.StreamRidgeCV(features=EchoStateNetwork(20, seed=1, warmup=150), scheduler="threads", **kw).compute_stats(X, y, groups=g)
+    short = sr.StreamRidgeCV(features=EchoStateNetwork(20, seed=1, warmup=3), **kw).compute_stats(X, y, groups=g)
+    dev = np.abs(warm.sxx - exact.sxx).max() / np.abs(exact.sxx).max()
+    assert dev < 1e-9
+    assert np.abs(short.sxx - exact.sxx).max() / np.abs(exact.sxx).max() > 100 * max(dev, 1e-15)
