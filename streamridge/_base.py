@@ -292,6 +292,10 @@ class _StreamRidgeBase(BaseEstimator):
             start, stop = int(rows[0]), min(int(rows[1]), n)
             if not 0 <= start < stop:
                 raise ParameterError(f"rows must be START:STOP with 0 <= START < STOP <= {n}; got {rows[0]}:{rows[1]}")
+            if self._spec.features is not None:
+                from .features.estimator import check_shard_start
+
+                check_shard_start(self._spec.features, src.groups, start)
             src = _slice_rows(src, start, stop)
             offset = start
         meta = self._meta(src)

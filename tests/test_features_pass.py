@@ -349,3 +349,17 @@ def test_warmup_with_series(rng):
     dev = np.abs(warm.sxx - exact.sxx).max() / np.abs(exact.sxx).max()
     assert dev < 1e-9
     assert np.abs(short.sxx - exact.sxx).max() / np.abs(exact.sxx).max() > 100 * max(dev, 1e-15)
+
+
+def test_shards_with_a_stateful_map(data):
+    """Shards cut between series merge to the one-pass statistics; a shard cutting a series is refused."""
+    X, Y, g = data
+    est = sr.StreamRidgeCV(cv="groups", features=EchoStateNetwork(8), chunk_rows=64)
+    whole = est.compute_stats(X, Y, groups=g)
+    est2 = sr.StreamRidgeCV(cv="groups", features=est.features_, chunk_rows=64)
+    parts = [est2.compute_stats(X, Y, groups=g, rows=r) for r in [(0, 200), (200, 600)]]  # series 8 starts at row 200
+    assert_stats_close(sr.merge(*parts), whole)
+    with pytest.raises(ValueError, match="cuts a series at row 250"):
+        est2.compute_stats(X, Y, groups=g, rows=(250, 600))
+    with pytest.raises(ValueError, match="cuts a series at row 5"):
+        sr.StreamRidgeCV(cv=3, features=EchoStateNetwork(8)).compute_stats(X, Y, rows=(5, 600))

@@ -47,6 +47,20 @@ def _needs_data(fmap: FeatureMap) -> bool:
     return False
 
 
+def check_shard_start(fmap: FeatureMap, groups: Any, start: int) -> None:
+    """Raise unless a shard starting at row ``start`` starts a series (a stateful map would restart it from rest)."""
+    if not fmap.stateful or start == 0:
+        return
+    if groups is not None:
+        pair = np.asarray(groups[start - 1 : start + 1]).reshape(-1)
+        if pair[0] != pair[1]:
+            return
+    raise ParameterError(
+        f"rows {start}: cuts a series at row {start}; with a stateful feature map a shard must start where a series "
+        "starts (give groups and cut between series)"
+    )
+
+
 def mapped_input(fmap: FeatureMap, X: Any, groups: Any = None) -> Any:
     """Features of raw input rows: a NumPy array for in-memory X, a lazy dask array for dask X."""
     if hasattr(X, "dask"):
