@@ -147,7 +147,8 @@ def lane_task(lane: Lane, spec: Any) -> Any:
     state = fmap.init_state() if lane.init is None else lane.init
     if lane.prefix is not None:
         Xp, gp, row = lane.prefix
-        _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
+        with np.errstate(over="ignore", invalid="ignore"):  # the warm-up rows' features are discarded
+            _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
     out = None
     for blocks, start in zip(lane.blocks, lane.starts):
         X, y, g, w = materialize_all(blocks)
