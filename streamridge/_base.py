@@ -439,7 +439,8 @@ class _StreamRidgeBase(BaseEstimator):
         self.support_ = support
         one = self._y_1d and not self._classifier
         self.cv_errors_ = cv_errors[:, 0] if one else cv_errors
-        self.alpha_ = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha)
+        # like coef_ and intercept_: a scalar for 1-D y, also with alpha_per_target=True
+        self.alpha_ = float(np.ravel(alpha)[0]) if np.ndim(alpha) == 0 or one else np.asarray(alpha)
         if self._classifier:
             self.coef_ = coef
             self.intercept_ = intercept
