@@ -9,6 +9,7 @@ the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from .errors import FoldError, InputError, ParameterError
 from .folds import FoldScheme, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
+from .magnitudes import check_finite
 from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
 from .stats import FoldStats, merge
@@ -300,10 +302,13 @@ class _StreamRidgeBase(BaseEstimator):
             offset = start
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
-        return accumulate(
-            src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
-            checkpoint=None if partial else self.checkpoint,
-        )
+        with warnings.catch_warnings():
+            # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
+            warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
+            return accumulate(
+                src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
+                checkpoint=None if partial else self.checkpoint,
+            )
 
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
@@ -381,6 +386,7 @@ class _StreamRidgeBase(BaseEstimator):
             sub = np.flatnonzero(support)
             full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
             c, intercept = solve_full(full_s, alpha)
+            check_finite(c, "coefficients")
             coef[:, sub] = c
         else:
             intercept = full.y_offset.copy()

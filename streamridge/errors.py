@@ -29,6 +29,10 @@ class ParameterError(StreamRidgeError, ValueError, TypeError):
     """
 
 
+class ScaleError(InputError):
+    """The data's magnitude overflows or underflows float64 statistics; the fix is to rescale it."""
+
+
 class FoldError(InputError):
     """The fold scheme cannot be applied (too few rows or groups, empty fold)."""
 

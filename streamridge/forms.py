@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FoldError
+from .magnitudes import check_finite, check_stats_range
 from .parallel import map_folds
 from .stats import FoldStats, merge
 
@@ -180,8 +181,9 @@ def _training_form(part: FoldStats, balanced: bool | np.ndarray, fit_intercept: 
     A, B = t.sxx[0, 0].copy(), t.sxy[0, 0].copy()
     scale = _scale_of(np.diag(A), n) if standardize else np.ones(A.shape[0])
     if not fit_intercept:
-        A += n * np.outer(xbar, xbar)
-        B += n * np.outer(xbar, ybar)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: ScaleError after the forms are built
+            A += n * np.outer(xbar, xbar)
+            B += n * np.outer(xbar, ybar)
         xbar, ybar = np.zeros_like(xbar), np.zeros_like(ybar)
     if standardize:
         A /= np.outer(scale, scale)
@@ -204,6 +206,7 @@ def build_forms(
         If a fold (training or validation part) has no rows or zero weight.
     """
     check_folds(stats, balanced=balanced)
+    check_stats_range(stats)
     parts = training_parts(stats)
 
     def one(k: int) -> tuple:
@@ -213,14 +216,17 @@ def build_forms(
         n_v = float(v.weight[0, 0])
         dx = (v.mean_x[0, 0] - xbar_t) / scale
         dy = v.mean_y[0, 0] - ybar_t
-        Av = v.sxx[0, 0] / np.outer(scale, scale)
-        Av += n_v * np.outer(dx, dx)
-        Bv = v.sxy[0, 0] / scale[:, None] + n_v * np.outer(dx, dy)
-        cv = v.syy[0, 0] + n_v * dy * dy
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: ScaleError after the forms are built
+            Av = v.sxx[0, 0] / np.outer(scale, scale)
+            Av += n_v * np.outer(dx, dx)
+            Bv = v.sxy[0, 0] / scale[:, None] + n_v * np.outer(dx, dy)
+            cv = v.syy[0, 0] + n_v * dy * dy
         return A, B, Av, Bv, cv, xbar_t, ybar_t, scale, n_t, n_v
 
     cols = list(zip(*map_folds(one, stats.n_folds)))
     At, Bt, Av, Bv, cv, xo, yo, sc = (np.stack(c) for c in cols[:8])
+    for a in (At, Bt, Av, Bv, cv):
+        check_finite(a, "per-fold quadratic forms")
     return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, np.array(cols[8]), np.array(cols[9]))
 
 
@@ -237,7 +243,10 @@ def build_full_form(
         whole = merge(whole, _fold_rows(stats, k))
     if float(whole.weight.sum()) <= 0:
         raise FoldError("no rows with positive weight; nothing to fit")
+    check_stats_range(whole)
     A, B, xbar, ybar, scale, n = _training_form(whole, balanced, fit_intercept, standardize)
+    check_finite(A, "training form of all rows")
+    check_finite(B, "training form of all rows")
     return FullForm(A, B, xbar, ybar, scale, n)
 
 

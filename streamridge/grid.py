@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import ParameterError, ScaleError
 
 DEFAULT_N_ALPHAS = 50
 DEFAULT_SPAN = (1e-6, 1e3)
@@ -80,6 +80,12 @@ def choose(fold_errors: np.ndarray, alphas: np.ndarray, *, per_target: bool, one
     """
     E = fold_errors if per_target else fold_errors.sum(axis=2, keepdims=True)
     total = E.sum(axis=1)  # (R, T')
+    bad = ~np.isfinite(total).all(axis=1)
+    if bad.any():
+        raise ScaleError(
+            f"the cross-validation errors of {int(bad.sum())} of {bad.size} lambdas (first: {float(alphas[np.argmax(bad)]):.3g}) "
+            "are not finite (float64 overflow); no lambda can be chosen from them: divide X and y by constants and refit"
+        )
     best = np.argmin(total, axis=0)
     cols = np.arange(total.shape[1])
     bound = total[best, cols]

@@ -6,12 +6,15 @@ ports are scikit-learn's tests of ``alpha -> 0`` and ``alpha -> inf``).
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_regression
 
 from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
-from streamridge.errors import ParameterError
+from streamridge.errors import ParameterError, ScaleError
 from streamridge.folds import FoldScheme
 
 K = 5
@@ -125,7 +128,9 @@ def test_rank_deficient_grid_matches_explicit_refits(rng, solver):
     folds = folds_of(est, len(X))
     ref = reference_fold_errors(X, Y, folds, alphas[4:])  # lambda >= 1e-6 x scale: Cholesky refits are exact
     np.testing.assert_allclose(est.fold_errors_[4:], ref, rtol=1e-8)
-    np.testing.assert_allclose(est.fold_errors_[0], limit_fold_errors(X, Y, None, folds, True, "zero"), rtol=1e-8)
+    np.testing.assert_allclose(
+        est.fold_errors_[0], limit_fold_errors(X, Y, None, folds, True, "zero"), rtol=1e-8
+    )
 
 
 def test_eigen_and_covariance_agree_on_singular_forms(rng):
@@ -149,12 +154,102 @@ def test_alpha_is_scalar_for_1d_y_with_alpha_per_target(rng):
     assert np.shape(two.alpha_) == (2,)
 
 
-@pytest.mark.parametrize("alphas", [["a", "b"], [1.0, "x"], "1.0", [None], [1 + 2j], [[1.0], [2.0, 3.0]], object()])
+@pytest.mark.parametrize(
+    "alphas", [["a", "b"], [1.0, "x"], "1.0", [None], [1 + 2j], [[1.0], [2.0, 3.0]], object()]
+)
 @pytest.mark.parametrize("cls", [StreamRidgeCV, StreamRidgeClassifierCV])
 def test_non_numeric_alphas_are_parameter_errors(rng, alphas, cls):
     X = rng.standard_normal((30, 3))
     y = (X[:, 0] > 0).astype(int)
     with pytest.raises(ParameterError, match="alphas must be") as info:
         cls(alphas=alphas).fit(X, y)
-    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)  # as scikit-learn's InvalidParameterError
+    assert isinstance(info.value, TypeError) and isinstance(
+        info.value, ValueError
+    )  # as scikit-learn's InvalidParameterError
     assert "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------- item 7: overflow and underflow
+
+
+def scale_data(rng, M=200, N=4):
+    X = rng.standard_normal((M, N))
+    return X, X @ np.arange(1.0, N + 1) + rng.standard_normal(M)
+
+
+CASES = [  # (name, X factor, y factor, estimator options, message)
+    ("y_huge", 1.0, 1e200, {}, "y is too large for float64 statistics.*divide y by a constant"),
+    ("X_huge", 1e200, 1.0, {}, "X is too large for float64 statistics.*divide X by a constant"),
+    (
+        "X_tiny_standardize",
+        1e-200,
+        1.0,
+        {"standardize": True},
+        "X is too small for float64 statistics.*multiply X by a constant",
+    ),
+    ("X_tiny", 1e-200, 1.0, {}, "X is too small.*multiply X"),
+    ("y_tiny", 1.0, 1e-200, {}, "y is too small.*multiply y"),
+]
+
+
+@pytest.mark.parametrize("name,fx,fy,opts,message", CASES, ids=[c[0] for c in CASES])
+def test_overflow_and_underflow_are_one_line_errors(rng, name, fx, fy, opts, message):
+    """Was: y 1e200 chose a lambda from all-NaN errors; X 1e200 'Eigenvalues did not converge' plus warnings;
+    X 1e-200 an intercept-only model."""
+    X, y = scale_data(rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way
+        with pytest.raises(ScaleError, match=message) as info:
+            StreamRidgeCV(**opts).fit(X * fx, y * fy)
+    assert "\n" not in str(info.value) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("name,fx,fy,opts,message", CASES[:3], ids=[c[0] for c in CASES[:3]])
+def test_cli_overflow_and_underflow_exit_2_with_one_line(rng, tmp_path, capsys, name, fx, fy, opts, message):
+    from streamridge import cli
+    from streamridge.sources import write_zarr
+
+    X, y = scale_data(rng)
+    store = write_zarr(tmp_path / "d.zarr", X * fx, y * fy, None, chunk_rows=64)
+    model = tmp_path / "m.npz"
+    argv = ["fit", "--data", str(store), "--out", str(model), "--quiet"] + (["--standardize"] if opts else [])
+    code = cli.main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2 and not model.exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("streamridge: error:") and re.search(message, lines[0]), lines[0]
+
+
+def test_large_and_small_but_representable_data_fit_exactly(rng):
+    """1e100 and 1e-100 are fine: the fit equals the unscaled one with lambda scaled by the same factor squared."""
+    X, y = scale_data(rng)
+    alphas = np.array([0.1, 1.0, 10.0])
+    base = StreamRidgeCV(alphas=alphas).fit(X, y)
+    for f in (1e100, 1e-100):
+        est = StreamRidgeCV(alphas=alphas * f**2).fit(X * f, y)
+        assert est.alpha_ == pytest.approx(base.alpha_ * f**2, rel=1e-15)
+        np.testing.assert_allclose(est.coef_ * f, base.coef_, rtol=1e-10)
+        np.testing.assert_allclose(est.fold_errors_, base.fold_errors_, rtol=1e-10)
+
+
+def test_offset_overflowing_the_uncentered_forms_is_refused(rng):
+    """Centered statistics are finite, but without intercept n * xbar xbar' overflows: refused, not solved."""
+    X, y = scale_data(rng)
+    X = X * 1e140 + 1e153
+    StreamRidgeCV().fit(X, y)  # with intercept: centered forms, fine
+    with pytest.raises(ScaleError, match="overflowed float64"):
+        StreamRidgeCV(fit_intercept=False).fit(X, y)
+
+
+def test_lambda_is_never_chosen_from_non_finite_errors():
+    from streamridge.grid import choose
+
+    E = np.ones((3, 4, 2))
+    assert choose(E, np.array([1.0, 2.0, 3.0]), per_target=False) == 2
+    for bad in (np.nan, np.inf):
+        E[1, 2, 1] = bad
+        with pytest.raises(ScaleError, match="not finite"):
+            choose(E, np.array([1.0, 2.0, 3.0]), per_target=False)
+        with pytest.raises(ScaleError, match="not finite"):
+            choose(E, np.array([1.0, 2.0, 3.0]), per_target=True)

@@ -25,7 +25,6 @@ from ..forms import Forms
 from ..parallel import map_folds
 from .eigen import psd_eigh, range_coordinates
 
-
 #: below this fraction of trace(A), lambdas are solved spectrally (null space removed) instead of by Cholesky
 CHOLESKY_MIN = 1e-5
 
@@ -77,6 +76,8 @@ def fold_errors_covariance(forms: Forms, alphas: np.ndarray) -> np.ndarray:
 
     def one(k: int) -> np.ndarray:
         solve = _FoldSolver(forms.At[k], forms.Bt[k])
-        return np.stack([validation_sse(solve(float(a)), forms.Av[k], forms.Bv[k], forms.cv[k]) for a in alphas])
+        return np.stack(
+            [validation_sse(solve(float(a)), forms.Av[k], forms.Bv[k], forms.cv[k]) for a in alphas]
+        )
 
     return np.stack(map_folds(one, forms.n_folds), axis=1)

@@ -64,7 +64,14 @@ def range_coordinates(C: np.ndarray, null: np.ndarray, B: np.ndarray) -> np.ndar
 
 
 def _errors_one_fold(
-    d: np.ndarray, C: np.ndarray, null: np.ndarray, Bt: np.ndarray, Av: np.ndarray, Bv: np.ndarray, cv: np.ndarray, alphas: np.ndarray
+    d: np.ndarray,
+    C: np.ndarray,
+    null: np.ndarray,
+    Bt: np.ndarray,
+    Av: np.ndarray,
+    Bv: np.ndarray,
+    cv: np.ndarray,
+    alphas: np.ndarray,
 ) -> np.ndarray:
     """Validation SSE of shape (R, T) for one fold."""
     N, T = Bt.shape
