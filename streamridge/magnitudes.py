@@ -60,7 +60,8 @@ def check_stats_range(stats: FoldStats) -> None:
             "the sample weights sum beyond float64's range (1.8e308); divide sample_weight by a constant"
         )
     xdiag = np.diagonal(stats.sxx, axis1=-2, axis2=-1)
-    j = _first_bad(stats.mean_x, xdiag, stats.sxx)
+    # co-moments are PSD: |sxx_ij| <= sqrt(sxx_ii sxx_jj), so the diagonal tells whether any entry overflowed
+    j = _first_bad(stats.mean_x, xdiag)
     if j is not None:
         mag = _magnitude(stats.mean_x, xdiag, stats.weight)[j]
         raise ScaleError(
