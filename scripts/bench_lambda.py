@@ -12,6 +12,13 @@ Measures in one run, on the same statistics:
     a subset of folds, extrapolated linearly in M to the paper's M=345,000 and
     to all K folds;
 and prints ratios (covariance / eigen, naive / eigen).
+
+The limit of the solve stage: its K eigendecompositions (one per training
+fold, N x N) spread over the cores.  Measured in the same run, on the same
+training forms, as the wall time of those K decompositions alone on the fold
+pool (``limit``, the routine the solver uses, one BLAS thread per fold), and
+also as K x (one decomposition) / cores; the script prints solve / limit
+(goal <= 1.5) and where the rest of the time goes (forms, fold errors).
 """
 
 from __future__ import annotations
@@ -30,16 +37,21 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from streamridge import StreamRidgeCV
 from streamridge.folds import FoldScheme
+from streamridge.forms import build_forms, build_full_form
+from streamridge.parallel import map_folds, n_cpus, solve_stage_limits
+from streamridge.solvers import fold_errors
+from streamridge.solvers.eigen import psd_eigh
 from streamridge.stats import from_chunk
 
 
-def median_time(fn, repeats: int) -> float:
+def median_time(fn, repeats: int, clock=time.perf_counter) -> float:
+    """Median of ``repeats`` timings after a warm-up (``clock=time.process_time``: CPU time of all threads)."""
     fn()  # warm-up
     ts = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        ts.append(time.perf_counter() - t)
+        ts.append(clock() - t)
     return statistics.median(ts)
 
 
@@ -52,6 +64,26 @@ def naive_time(X, y, folds, alphas, n_folds_timed: int) -> float:
             m = Ridge(alpha=a, solver="cholesky").fit(X[tr], y[tr])
             float(((m.predict(X[va]) - y[va]) ** 2).sum())
     return time.perf_counter() - t
+
+
+def limit_times(stats, alphas, repeats: int) -> dict[str, float]:
+    """The K eigendecompositions of the training forms spread over the cores, and the solve stage's parts."""
+    K, N = stats.n_folds, stats.n_features
+    with solve_stage_limits(N):
+        forms = build_forms(stats)
+        out = {
+            "eigh_one_s": median_time(lambda: psd_eigh(forms.At[0]), 3 * repeats),
+            "np_eigh_one_s": median_time(lambda: np.linalg.eigh(forms.At[0]), 3 * repeats),
+            "limit_s": median_time(lambda: map_folds(lambda k: psd_eigh(forms.At[k]), K), repeats),
+            "np_limit_s": median_time(lambda: map_folds(lambda k: np.linalg.eigh(forms.At[k]), K), repeats),
+            "forms_s": median_time(lambda: build_forms(stats), repeats),
+            "full_form_s": median_time(lambda: build_full_form(stats), repeats),
+            "fold_errors_s": median_time(lambda: fold_errors(forms, alphas), repeats),
+        }
+        out["limit_cpu_s"] = median_time(lambda: map_folds(lambda k: psd_eigh(forms.At[k]), K), repeats, time.process_time)
+    out["limit_computed_s"] = K * out["eigh_one_s"] / n_cpus()
+    out["solve_cpu_s"] = median_time(lambda: StreamRidgeCV(alphas).fit_stats(stats), repeats, time.process_time)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
 
     res: dict[str, float] = {}
     res["eigen_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="eigen").fit_stats(stats), a.repeats)
+    res.update(limit_times(stats, alphas, a.repeats))
+    res["eigen_again_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="eigen").fit_stats(stats), a.repeats)
+    res["solve_over_limit"] = min(res["eigen_s"], res["eigen_again_s"]) / res["limit_s"]
+    res["solve_over_limit_cpu"] = res["solve_cpu_s"] / res["limit_cpu_s"]
     res["covariance_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="covariance").fit_stats(stats), max(3, a.repeats // 3))
     for threads in (1, 2):
         with threadpool_limits(threads):
@@ -110,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"lambda search, N={N} features, K={K} folds, R={R} lambdas ({info['machine']['cpus']} cpus)")
     print(f"  solve stage, eigen method (folds on all cores) : {res['eigen_s'] * 1e3:9.1f} ms   (paper: 1.0 s)")
+    print(f"  same, measured again after the limit          : {res['eigen_again_s'] * 1e3:9.1f} ms")
+    print(f"  limit: K eigh on the fold pool (solver's eigh): {res['limit_s'] * 1e3:9.1f} ms   (K x {res['eigh_one_s'] * 1e3:.2f} ms / {n_cpus()} cores = {res['limit_computed_s'] * 1e3:.1f} ms)")
+    print(f"  same with numpy.linalg.eigh                   : {res['np_limit_s'] * 1e3:9.1f} ms   (one: {res['np_eigh_one_s'] * 1e3:.2f} ms)")
+    print(f"  ratio solve stage / limit (best of the two)   : {res['solve_over_limit']:9.2f} x   (goal <= 1.5)")
+    print(f"  CPU time (all threads): solve {res['solve_cpu_s'] * 1e3:.1f} ms / K eigh {res['limit_cpu_s'] * 1e3:.1f} ms = {res['solve_over_limit_cpu']:.2f} x   (robust to other load)")
+    print(f"    parts: forms {res['forms_s'] * 1e3:.1f} ms, full form {res['full_form_s'] * 1e3:.1f} ms, fold errors (K eigh + scoring) {res['fold_errors_s'] * 1e3:.1f} ms")
     for t in (1, 2):
         print(f"  solve stage, eigen, folds serial, {t} BLAS thr. : {res[f'eigen_serial_blas{t}_s'] * 1e3:9.1f} ms")
     print(f"  solve stage, covariance method               : {res['covariance_s'] * 1e3:9.1f} ms   (paper: 13 s)")
