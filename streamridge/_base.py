@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -30,9 +29,8 @@ from .folds import FoldScheme, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
 from .magnitudes import check_finite
-from .parallel import small_problem, solve_stage_limits
+from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
-from .solvers.eigen import psd_eigh
 from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
 
@@ -373,11 +371,10 @@ class _StreamRidgeBase(BaseEstimator):
         alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
         per_target = bool(self.alpha_per_target)
         support = np.ones(stats.n_features, dtype=bool)
-        eig = None
         if getattr(self, "feature_prefixes", None) is not None:
             E, idx, support = self._select_prefix(forms, alphas, per_target)
         elif self.selection is None:
-            E, eig = self._errors_and_full_eig(forms, full, alphas)
+            E = fold_errors(forms, alphas, solver=self.solver)
             idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
         else:
             support = self._select(forms, full, alphas, per_target)
@@ -388,7 +385,7 @@ class _StreamRidgeBase(BaseEstimator):
         if support.any():
             sub = np.flatnonzero(support)
             full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
-            c, intercept = solve_full(full_s, alpha, eig=eig)
+            c, intercept = solve_full(full_s, alpha)
             check_finite(c, "coefficients")
             coef[:, sub] = c
         else:
@@ -413,18 +410,6 @@ class _StreamRidgeBase(BaseEstimator):
         support = np.zeros(int(forms.At.shape[-1]), dtype=bool)
         support[: self.n_features_selected_] = True
         return res.fold_errors[res.best], res.alpha_index[res.best], support
-
-    def _errors_and_full_eig(self, forms: Any, full: Any, alphas: np.ndarray) -> tuple[np.ndarray, Any]:
-        """Fold errors; the full form's eigendecomposition runs beside them (one more task for the cores).
-
-        Only where BLAS runs one thread per task (small N, :func:`~streamridge.parallel.solve_stage_limits`);
-        otherwise it is left to :func:`~streamridge.solvers.solve_full`.
-        """
-        if not small_problem(full.A.shape[0]):
-            return fold_errors(forms, alphas, solver=self.solver), None
-        with ThreadPoolExecutor(1) as pool:
-            eig = pool.submit(psd_eigh, full.A)
-            return fold_errors(forms, alphas, solver=self.solver), eig.result()
 
     def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
         """Run the selection path; sets selection attributes and returns the support mask."""

@@ -189,9 +189,10 @@ def cell_group(stats: FoldStats, cells: np.ndarray, factors: np.ndarray) -> Part
             stats.mean_y[k, c][None],
             v.copy(),
         )
-    sxx = np.tensordot(g, stats.sxx[cells], axes=1)
-    sxy = np.tensordot(g, stats.sxy[cells], axes=1)
-    syy = g @ stats.syy[cells]
+    G = np.where(cells, np.broadcast_to(factors, cells.shape), 0.0)  # (K, C): no copy of the selected cells
+    sxx = np.tensordot(G, stats.sxx, axes=2)
+    sxy = np.tensordot(G, stats.sxy, axes=2)
+    syy = np.tensordot(G, stats.syy, axes=2)
     m_x, m_y, Dx, Dy = _between(v, stats.mean_x[cells].reshape(-1, N), stats.mean_y[cells].reshape(-1, T))
     add_gram(sxx, Dx)
     sxy += Dx.T @ Dy

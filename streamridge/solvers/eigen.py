@@ -10,57 +10,27 @@ One eigendecomposition ``At = C D C'`` per training fold; then for every lambda
 costs O(N^2) per lambda and target.
 
 Eigenvalues at or below the rounding noise of the decomposition,
-``d_i <= N eps max(d)`` (the default rank tolerance of ``numpy.linalg.matrix_rank``),
-are treated as exact zeros of a singular ``At``: their directions are the null
-space of the training rows, where ``Bt = X' y`` has no component in exact
-arithmetic, so the coefficient along them is zero (dividing their rounding-level
-``C' Bt`` by ``d + lambda`` would amplify noise by 1 / lambda).  With this,
-lambda -> 0 gives the minimum-norm least-squares solution, as ``pinv``;
-full-rank problems are unchanged.  Rounding can make the eigenvalues of a
-singular PSD matrix slightly negative; they are below the floor and also zero.
+``d_i <= N eps max(d)``, are treated as exact zeros of a singular ``At``
+(:func:`~streamridge.solvers.linalg.psd_eigh`): the coefficient along their
+directions is zero, so lambda -> 0 gives the minimum-norm least-squares
+solution, as ``pinv``; full-rank problems are unchanged.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 
 from ..forms import Forms, FullForm
 from ..parallel import map_folds
+from .linalg import Eig, RidgeSolver, psd_eigh, range_coordinates, spectral_solve
+
+__all__ = ["fold_errors_eigen", "psd_eigh", "solve_full"]
 
 #: scoring batches hold at most this many doubles (N x R x T_batch)
 SCORE_BUDGET = 1 << 24
 
-
-def psd_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigendecomposition of a symmetric PSD matrix with its numerical null space marked.
-
-    Parameters
-    ----------
-    A : array of shape (N, N)
-
-    Returns
-    -------
-    d : array of shape (N,)
-        Eigenvalues (ascending); those at or below ``N eps max(d)`` set to 0.
-    C : array of shape (N, N)
-        Orthonormal eigenvectors (columns).
-    null : array of bool of shape (N,)
-        True for the eigenvalues treated as zero.
-    """
-    d, C = sla.eigh(A, driver="evd", check_finite=False)
-    N = d.shape[0]
-    top = float(d[-1]) if N else 0.0
-    null = d <= N * np.finfo(np.float64).eps * max(top, 0.0)
-    d[null] = 0.0
-    return d, C, null
-
-
-def range_coordinates(C: np.ndarray, null: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``C' B`` with the null-space rows set to zero (the projection of B on the range of A)."""
-    Bc = C.T @ B
-    Bc[null] = 0.0
-    return Bc
+#: the final solve uses Cholesky when the targets have at most this many distinct lambdas
+MAX_CHOLESKY = 3
 
 
 def _errors_one_fold(
@@ -120,10 +90,12 @@ def fold_errors_eigen(forms: Forms, alphas: np.ndarray) -> np.ndarray:
     return np.stack(map_folds(one, forms.n_folds), axis=1)
 
 
-def solve_full(
-    full: FullForm, alpha: float | np.ndarray, *, eig: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def solve_full(full: FullForm, alpha: float | np.ndarray, *, eig: Eig | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Final coefficients of the full training form in original units.
+
+    One Cholesky solve per distinct lambda (at most a few), else one
+    eigendecomposition; both remove the numerical null space of ``full.A``
+    (:mod:`streamridge.solvers.linalg`).
 
     Parameters
     ----------
@@ -138,10 +110,17 @@ def solve_full(
     coef : array of shape (T, N)
     intercept : array of shape (T,)
     """
-    d, C, null = psd_eigh(full.A) if eig is None else eig
     T = full.B.shape[1]
     a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (T,))
-    Wc = range_coordinates(C, null, full.B) / (d[:, None] + a[None, :])
-    W = (C @ Wc) / full.scale[:, None]  # (N, T), original units
+    distinct = np.unique(a)
+    if eig is None and distinct.shape[0] <= MAX_CHOLESKY:
+        solve = RidgeSolver(full.A, full.B)
+        W = np.empty_like(full.B)
+        for v in distinct:
+            cols = np.flatnonzero(a == v)
+            W[:, cols] = solve(float(v), cols)
+    else:
+        W = spectral_solve(psd_eigh(full.A) if eig is None else eig, full.B, a)
+    W /= full.scale[:, None]  # original units
     intercept = full.y_offset - full.x_offset @ W
     return W.T.copy(), intercept
