@@ -253,3 +253,19 @@ def test_lambda_is_never_chosen_from_non_finite_errors():
             choose(E, np.array([1.0, 2.0, 3.0]), per_target=False)
         with pytest.raises(ScaleError, match="not finite"):
             choose(E, np.array([1.0, 2.0, 3.0]), per_target=True)
+
+
+@pytest.mark.parametrize("rel_alpha", [1e-15, 1e-9, 1e-4, 1e-1, 1e2])
+def test_ridge_solve_on_singular_form_equals_svd_ridge(rng, rel_alpha):
+    """Both routes of the per-lambda solve (Cholesky where well conditioned, spectral otherwise) equal
+    ridge computed from the SVD of the rows, V diag(s / (s^2 + alpha)) U'y, on a rank-3 form of size 6."""
+    from streamridge.solvers.covariance import ridge_solve
+
+    X = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 6)) * 10.0
+    Y = rng.standard_normal((40, 2))
+    A, B = X.T @ X, X.T @ Y
+    alpha = rel_alpha * np.linalg.eigvalsh(A).max()
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    s, U, Vt = s[:3], U[:, :3], Vt[:3]
+    want = Vt.T @ ((s / (s**2 + alpha))[:, None] * (U.T @ Y))
+    np.testing.assert_allclose(ridge_solve(A, B, alpha), want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
