@@ -269,3 +269,48 @@ def test_ridge_solve_on_singular_form_equals_svd_ridge(rng, rel_alpha):
     s, U, Vt = s[:3], U[:, :3], Vt[:3]
     want = Vt.T @ ((s / (s**2 + alpha))[:, None] * (U.T @ Y))
     np.testing.assert_allclose(ridge_solve(A, B, alpha), want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+
+
+# ---------------------------------------------------------------- issue 8 item 7: the solve stage's work
+
+
+def test_solve_stage_does_k_decompositions_and_no_statistics_merges(rng, monkeypatch):
+    """The solve stage costs K eigendecompositions plus O(K N^2) work: the training parts come from
+    within + between sums (main merged FoldStats 3K times), the final model is a Cholesky solve
+    (main made a (K+1)-th eigendecomposition), and the numbers equal explicit refits."""
+    import scipy.linalg
+
+    import streamridge.forms as forms_mod
+    import streamridge.stats as stats_mod
+
+    from .reference import fit_ridge, reference_fold_errors
+
+    X = rng.standard_normal((300, 8)) + 5.0
+    y = X @ rng.standard_normal(8) + rng.standard_normal(300)
+    est = StreamRidgeCV(alphas=[0.1, 1.0, 10.0], cv=7)
+    stats = est.compute_stats(X, y)
+    calls = {"merge": 0, "eigh": 0}
+
+    def counting(name, fn):
+        def wrapped(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+
+        return wrapped
+
+    for module, attr, name in (
+        (stats_mod, "merge", "merge"),
+        (forms_mod, "merge", "merge"),
+        (np.linalg, "eigh", "eigh"),
+        (scipy.linalg, "eigh", "eigh"),
+    ):
+        if hasattr(module, attr):
+            monkeypatch.setattr(module, attr, counting(name, getattr(module, attr)))
+    est.fit_stats(stats)
+    assert calls == {"merge": 0, "eigh": 7}
+    folds = FoldScheme("hash", 7, seed=0).assign(0, 300)
+    np.testing.assert_allclose(
+        est.fold_errors_, reference_fold_errors(X, y, folds, [0.1, 1.0, 10.0]), rtol=1e-9
+    )
+    _, ref, _ = fit_ridge(X, y, None, est.alpha_, True, False)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-10)
