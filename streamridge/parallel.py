@@ -62,13 +62,8 @@ def map_folds(fn: Callable[[int], T], n: int, *, workers: int | None = None) -> 
 SMALL_N = 1024
 
 
-def small_problem(n_features: int) -> bool:
-    """True when the solve stage runs one BLAS thread per task (N <= SMALL_N on a multi-core machine)."""
-    return n_features <= SMALL_N and n_cpus() > 1
-
-
 def solve_stage_limits(n_features: int) -> Any:
     """Context for the solve stage: one BLAS thread when N is small (folds run on the cores instead)."""
-    if small_problem(n_features):
+    if n_features <= SMALL_N and n_cpus() > 1:
         return blas_controller().limit(limits=1)
     return contextlib.nullcontext()
