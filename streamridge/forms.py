@@ -218,6 +218,8 @@ def build_full_form(
     check_stats_range(stats)
     whole = cell_group(stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.count.sum(axis=0), balanced))
     A, B, n = whole.sxx[0], whole.sxy[0], float(whole.n[0])
+    if np.shares_memory(A, stats.sxx):  # a single cell comes back as views; the form is modified in place
+        A, B = A.copy(), B.copy()
     xbar, ybar, scale = _finish_training(A, B, whole.mean_x[0], whole.mean_y[0], n, fit_intercept, standardize)
     check_finite(A, "training form of all rows")
     check_finite(B, "training form of all rows")

@@ -62,3 +62,15 @@ def test_exclusive_sums(rng):
         np.testing.assert_allclose(out[k], S.sum(axis=0) - S[k], rtol=1e-13, atol=1e-13)
     one = exclusive_sums(S[:1], np.empty_like(S[:1]))
     np.testing.assert_array_equal(one, 0.0)
+
+
+def test_full_form_of_one_cell_leaves_the_statistics_alone(rng):
+    """A single (fold, class) cell is returned as views; building the form must not modify the statistics."""
+    from streamridge.forms import build_full_form
+
+    X = rng.standard_normal((50, 3)) + 2.0
+    stats = from_chunk(X, X[:, :1], np.zeros(50, dtype=int), None, 1, 1)
+    before = stats.copy()
+    build_full_form(stats, fit_intercept=False, standardize=True)
+    for name in ("sxx", "sxy", "syy", "mean_x", "mean_y", "weight"):
+        np.testing.assert_array_equal(getattr(stats, name), getattr(before, name))
