@@ -9,6 +9,7 @@ the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from .errors import FoldError, InputError, ParameterError
 from .folds import FoldScheme, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
+from .magnitudes import check_finite
 from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
 from .stats import FoldStats, merge
@@ -100,6 +102,26 @@ class _StreamRidgeBase(BaseEstimator):
             )
         if self.chunk_rows is not None and int(self.chunk_rows) < 1:
             raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
+        self._check_feature_params()
+
+    # ------------------------------------------------------------------ feature maps (streamridge.features)
+    def _check_feature_params(self) -> None:
+        from .features.estimator import check_map
+
+        check_map(getattr(self, "features", None))
+        if getattr(self, "feature_prefixes", None) is not None and self.selection is not None:
+            raise ParameterError("feature_prefixes and selection cannot be combined; choose the prefix size or select features")
+
+    def _fit_features(self, src: Any) -> Any:
+        """The fitted feature map of this fit (None without ``features``); sets ``features_``, ``feature_names_``."""
+        self.__dict__.pop("features_", None)
+        if getattr(self, "features", None) is None:
+            return None
+        from .features.estimator import fit_map
+
+        self.features_ = fit_map(self.features, src.X, src.groups)
+        self.feature_names_ = self.features_.get_feature_names_out()
+        return self.features_
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
@@ -178,7 +200,7 @@ class _StreamRidgeBase(BaseEstimator):
                 raise ParameterError("cv='groups' needs groups (one id per row)")
             gv = _distinct(src.groups)
         scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
-        if scheme.kind == "group":
+        if scheme.kind == "group" and not partial:  # partial_fit: a batch may hold one series; folds checked when selecting
             n_groups = len(_distinct(src.groups))
             if n_groups < scheme.n_folds:
                 raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
@@ -202,6 +224,7 @@ class _StreamRidgeBase(BaseEstimator):
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
         report = PassReport()
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
             stats = merge(self.stats_, stats)
         self.stats_ = stats
@@ -257,7 +280,7 @@ class _StreamRidgeBase(BaseEstimator):
                     self._labels = np.asarray(labels)
             scheme = self._scheme(src, partial=partial)
             n_targets = self._n_targets(src, labels)
-            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite))
+            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), self._fit_features(src))
             self._y_1d = (src.y.ndim == 1) if labels is None else True
             offset = 0
         else:
@@ -266,19 +289,30 @@ class _StreamRidgeBase(BaseEstimator):
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+            if self._spec.features is not None and self._spec.features.stateful:
+                import dataclasses
+
+                self._spec = dataclasses.replace(self._spec, features_state=getattr(self, "_features_state", None))
         n = int(src.X.shape[0])
         if rows is not None:
             start, stop = int(rows[0]), min(int(rows[1]), n)
             if not 0 <= start < stop:
                 raise ParameterError(f"rows must be START:STOP with 0 <= START < STOP <= {n}; got {rows[0]}:{rows[1]}")
+            if self._spec.features is not None:
+                from .features.estimator import check_shard_start
+
+                check_shard_start(self._spec.features, src.groups, start)
             src = _slice_rows(src, start, stop)
             offset = start
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
-        return accumulate(
-            src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
-            checkpoint=None if partial else self.checkpoint,
-        )
+        with warnings.catch_warnings():
+            # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
+            warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
+            return accumulate(
+                src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
+                checkpoint=None if partial else self.checkpoint,
+            )
 
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
@@ -290,10 +324,11 @@ class _StreamRidgeBase(BaseEstimator):
         return {
             "scheme": spec.scheme.to_dict(),
             "classes": None if spec.classes is None else [_plain(c) for c in self._labels],
-            "n_features": int(src.X.shape[1]),
+            "n_features": int(src.X.shape[1]) if spec.features is None else spec.features.n_features_out_,
             "n_targets": spec.n_targets,
             "task": "classification" if self._classifier else "regression",
-            "feature_names": list(src.feature_names) if getattr(src, "feature_names", None) else None,
+            "feature_names": (list(src.feature_names) if getattr(src, "feature_names", None) else None)
+            if spec.features is None else [str(n) for n in spec.features.get_feature_names_out()],
             "target_names": list(src.target_names) if getattr(src, "target_names", None) else None,
             "y_1d": bool(self._y_1d),
             "streamridge_version": __version__,
@@ -340,7 +375,9 @@ class _StreamRidgeBase(BaseEstimator):
         alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
         per_target = bool(self.alpha_per_target)
         support = np.ones(stats.n_features, dtype=bool)
-        if self.selection is None:
+        if getattr(self, "feature_prefixes", None) is not None:
+            E, idx, support = self._select_prefix(forms, alphas, per_target)
+        elif self.selection is None:
             E = fold_errors(forms, alphas, solver=self.solver)
             idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
         else:
@@ -353,6 +390,7 @@ class _StreamRidgeBase(BaseEstimator):
             sub = np.flatnonzero(support)
             full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
             c, intercept = solve_full(full_s, alpha)
+            check_finite(c, "coefficients")
             coef[:, sub] = c
         else:
             intercept = full.y_offset.copy()
@@ -362,6 +400,20 @@ class _StreamRidgeBase(BaseEstimator):
             "solve_s": time.perf_counter() - t0, "peak_rss_mb": report.extra.get("peak_rss_mb"),
         }
         return self
+
+    def _select_prefix(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
+        """Prefix size and lambda by CV; sets ``prefix_sizes_``, ``prefix_errors_``, ``prefix_alphas_``, ``n_features_selected_``."""
+        from .prefixes import check_prefixes, prefix_errors
+
+        sizes = check_prefixes(self.feature_prefixes, int(forms.At.shape[-1]))
+        res = prefix_errors(forms, alphas, sizes, solver=self.solver, per_target=per_target, one_se=self.alpha_rule == "1se")
+        self.prefix_sizes_ = res.sizes
+        self.prefix_errors_ = res.errors
+        self.prefix_alphas_ = np.asarray([alphas[i] for i in res.alpha_index])
+        self.n_features_selected_ = int(res.sizes[res.best])
+        support = np.zeros(int(forms.At.shape[-1]), dtype=bool)
+        support[: self.n_features_selected_] = True
+        return res.fold_errors[res.best], res.alpha_index[res.best], support
 
     def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
         """Run the selection path; sets selection attributes and returns the support mask."""
@@ -397,7 +449,8 @@ class _StreamRidgeBase(BaseEstimator):
         self.support_ = support
         one = self._y_1d and not self._classifier
         self.cv_errors_ = cv_errors[:, 0] if one else cv_errors
-        self.alpha_ = float(alpha) if np.ndim(alpha) == 0 else np.asarray(alpha)
+        # like coef_ and intercept_: a scalar for 1-D y, also with alpha_per_target=True
+        self.alpha_ = float(np.ravel(alpha)[0]) if np.ndim(alpha) == 0 or one else np.asarray(alpha)
         if self._classifier:
             self.coef_ = coef
             self.intercept_ = intercept
@@ -407,8 +460,10 @@ class _StreamRidgeBase(BaseEstimator):
         if not self.fit_intercept:
             self.intercept_ = 0.0 if one else np.zeros_like(intercept)
 
-    def _linear(self, X: Any) -> Any:
+    def _linear(self, X: Any, groups: Any = None) -> Any:
         check_is_fitted(self, "coef_")
+        if getattr(self, "features_", None) is not None:
+            return self._linear_mapped(X, groups)
         if _is_lazy(X) and not isinstance(X, str):
             if X.shape[1] != self.n_features_in_:
                 raise InputError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input")
@@ -418,3 +473,16 @@ class _StreamRidgeBase(BaseEstimator):
             return out
         X = validate_data(self, X, reset=False, dtype="numeric")
         return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
+
+    def _linear_mapped(self, X: Any, groups: Any) -> Any:
+        """Raw inputs -> features (``features_``, chunk by chunk for dask X) -> linear model."""
+        from .features.estimator import mapped_input
+
+        coef = np.atleast_2d(self.coef_)
+        b = np.atleast_1d(self.intercept_)
+        if not (_is_lazy(X) and not isinstance(X, str)):
+            X = validate_data(self, X, reset=False, dtype="numeric")
+        F = mapped_input(self.features_, X, groups)
+        if hasattr(F, "dask"):
+            return F.map_blocks(lambda a: a @ coef.T + b, dtype=np.float64, chunks=(F.chunks[0], (coef.shape[0],)))
+        return F @ coef.T + b

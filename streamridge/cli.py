@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import __version__
+from . import __version__, cli_features
 from .errors import ModelFileError, ParameterError, StreamRidgeError
 from .outputs import MARKER, Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 
@@ -121,6 +121,7 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
     _add_overwrite(p)
+    cli_features.add_fit_options(p)
     _common(p)
 
 
@@ -158,6 +159,7 @@ def _add_predict(sub: Any) -> None:
     p = sub.add_parser("predict", help="stream rows through a model and write the predictions")
     p.add_argument("--model", required=True, metavar="MODEL")
     p.add_argument("--data", required=True, metavar="PATH")
+    p.add_argument("--groups", metavar="NAME", help="series id array (models with a stateful feature map)")
     p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
     p.add_argument("--out", required=True, metavar="PATH", help="zarr store, or HDF5 if it ends in .h5/.hdf5")
     _add_overwrite(p)
@@ -197,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_demo):
+    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_demo, cli_features.add_features_command):
         add(sub)
     return parser
 
@@ -238,6 +240,7 @@ def _estimator(args: argparse.Namespace) -> Any:
         "checkpoint": args.checkpoint,
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
+        **cli_features.estimator_params(args),
     }
     if args.classify:
         balanced = getattr(args, "balanced", False)
@@ -392,14 +395,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
         args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
     )
     X = source.X
-    if int(X.shape[1]) != model.n_features_in_:
+    if int(X.shape[1]) != model.n_features_in_:  # raw inputs, before a feature map
         raise ParameterError(
             f"X in {args.data} has {X.shape[1]} features but the model {args.model} was fitted on "
             f"{model.n_features_in_}; use the same features (--x NAME)"
         )
     classifier = hasattr(model, "decision_function")
-    pred = model.predict(X)
-    scores = model.decision_function(X) if classifier and args.scores else None
+    groups = None if args.groups is None else open_source(
+        args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
+    ).groups
+    extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
+    pred = model.predict(X, *extra)
+    scores = model.decision_function(X, *extra) if classifier and args.scores else None
     n = int(X.shape[0])
     bar = _progress(not (args.quiet or args.json), n * (1 if scores is None else 2))
     tick = None if bar is None else bar.update
@@ -444,7 +451,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .report import format_info
 
     header, _ = read_model(args.model)
-    _emit(header if args.json else format_info(header, os.path.abspath(args.model)), as_json=args.json)
+    lines = [] if args.json else [format_info(header, os.path.abspath(args.model)), *cli_features.info_lines(header)]
+    _emit(header if args.json else "\n".join(lines), as_json=args.json)
     return 0
 
 
@@ -546,6 +554,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "fit": cmd_fit, "stats": cmd_stats, "merge": cmd_merge, "predict": cmd_predict, "info": cmd_info, "demo": cmd_demo,
+    "features": cli_features.cmd_features,
 }
 
 

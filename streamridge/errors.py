@@ -21,8 +21,16 @@ class NonFiniteError(InputError):
     """NaN or infinite values were found in X, y or the sample weights."""
 
 
-class ParameterError(StreamRidgeError, ValueError):
-    """An estimator or command-line parameter is out of range."""
+class ParameterError(StreamRidgeError, ValueError, TypeError):
+    """An estimator or command-line parameter is out of range or of the wrong type.
+
+    Also a ``TypeError``, as scikit-learn's ``InvalidParameterError``: callers that
+    catch either (scikit-learn raises TypeError for a grid of strings) catch it.
+    """
+
+
+class ScaleError(InputError):
+    """The data's magnitude overflows or underflows float64 statistics; the fix is to rescale it."""
 
 
 class FoldError(InputError):

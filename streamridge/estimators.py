@@ -20,6 +20,8 @@ from .stats import FoldStats
 
 __all__ = ["FoldStats", "StreamRidgeCV", "StreamRidgeClassifierCV"]
 
+_PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features_selected_")
+
 
 _COMMON_DOC = """
     Parameters
@@ -65,6 +67,13 @@ _COMMON_DOC = """
         Show a progress bar during the pass.
     skip_nonfinite : bool
         Drop rows with NaN/inf instead of failing.
+    features : FeatureMap or None
+        A map from :mod:`streamridge.features` (e.g. ``EchoStateNetwork(500)``)
+        applied to X chunk by chunk inside the pass; ``predict`` takes raw inputs
+        and applies it.  An unfitted map is fitted on the data (``features_``).
+    feature_prefixes : sequence of int or None
+        Choose the number of leading features n and lambda jointly by the same
+        K-fold CV (one pass; one eigendecomposition per fold and prefix).
 """
 
 
@@ -95,10 +104,17 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         With ``selection``: per step the feature added/removed, set size, lambda,
         CV error and its standard error (step 0 is the starting set).
     timings_ : dict
+    features_ : FeatureMap
+        With ``features``: the fitted map.
+    prefix_sizes_, prefix_errors_, prefix_alphas_ : arrays of shape (n_prefixes,)
+        With ``feature_prefixes``: the sizes, the CV error (summed over folds and
+        targets) at each size's best lambda, and that lambda.
+    n_features_selected_ : int
+        With ``feature_prefixes``: the chosen size (``support_`` is its first n features).
     """
     )
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -118,6 +134,8 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         self.checkpoint = checkpoint
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
+        self.features = features
+        self.feature_prefixes = feature_prefixes
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -134,7 +152,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         groups : array of shape (n_samples,) or None
         sample_weight : array of shape (n_samples,) or None
         """
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_"):
+        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
             self.__dict__.pop(attr, None)
         return self._fit(X, y, groups, sample_weight, partial=False)
 
@@ -142,9 +160,12 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         """Add rows (global row indices continue across calls) and refit from the merged statistics."""
         return self._fit(X, y, groups, sample_weight, partial=True)
 
-    def predict(self, X: Any) -> Any:
-        """Predictions of shape (n_samples,) or (n_samples, n_targets)."""
-        out = self._linear(X)
+    def predict(self, X: Any, groups: Any = None) -> Any:
+        """Predictions of shape (n_samples,) or (n_samples, n_targets).
+
+        ``groups`` (series id per row) matters only for a stateful feature map.
+        """
+        out = self._linear(X, groups)
         return out[:, 0] if self._y_1d else out
 
 
@@ -169,7 +190,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
 
     _classifier = True
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -190,6 +211,8 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         self.checkpoint = checkpoint
         self.progress = progress
         self.skip_nonfinite = skip_nonfinite
+        self.features = features
+        self.feature_prefixes = feature_prefixes
 
     def _balanced(self) -> bool | np.ndarray:
         cw = self.class_weight
@@ -206,7 +229,7 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeClassifierCV:
         """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_"):
+        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
             self.__dict__.pop(attr, None)
         self._balanced()
         return self._fit(X, y, groups, sample_weight, partial=False)
@@ -224,14 +247,14 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         check_is_fitted(self, "coef_")
         return np.asarray(self._labels)
 
-    def decision_function(self, X: Any) -> Any:
+    def decision_function(self, X: Any, groups: Any = None) -> Any:
         """Scores of shape (n_samples,) for two classes, else (n_samples, n_classes)."""
-        out = self._linear(X)
+        out = self._linear(X, groups)
         return out[:, 0] if out.shape[1] == 1 else out
 
-    def predict(self, X: Any) -> Any:
-        """Class labels."""
-        scores = self.decision_function(X)
+    def predict(self, X: Any, groups: Any = None) -> Any:
+        """Class labels (``groups``: series ids for a stateful feature map)."""
+        scores = self.decision_function(X, groups)
         classes = self.classes_
         if hasattr(scores, "dask"):
             idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)

@@ -134,6 +134,9 @@ _MODEL_FIELDS: dict[str, Check] = {
         else f"must be a list of feature indices; got {_kind(v)}"
     ),
     "selection_best_step": _int(0, 2**31, none=True),
+    "features": _type((dict,), "an object", none=True),  # a feature map (streamridge.features.encode)
+    "n_model_features": _int(1, MAX_FEATURES),  # coef width when a feature map widens the raw inputs
+    "prefixes": _type((dict,), "an object", none=True),
 }
 _MODEL_REQUIRED = (
     "estimator",
@@ -206,7 +209,7 @@ def _shape(
 
 
 def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-    n, t, k = h["n_features_in"], h["n_targets"], h["n_folds"]
+    n, t, k = h.get("n_model_features", h["n_features_in"]), h["n_targets"], h["n_folds"]
     n_alphas = int(arrays["alphas"].shape[0]) if arrays["alphas"].ndim == 1 else -1
     if n_alphas < 1:
         raise _Invalid(f"array alphas has shape {arrays['alphas'].shape}, expected (n_alphas,)")

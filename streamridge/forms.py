@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FoldError
+from .magnitudes import check_finite, check_stats_range
 from .parallel import map_folds
-from .stats import FoldStats, merge
-
-_FIELDS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+from .parts import add_outer, add_training_between, cell_group, training_within
+from .stats import FoldStats
 
 
 @dataclass
@@ -123,45 +123,16 @@ def class_factors(count: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray:
     return np.where(count > 0, n / (C * np.maximum(count, 1)), 0.0)
 
 
-def _merge_classes(stats: FoldStats, factors: np.ndarray) -> FoldStats:
-    """Merge the C class cells of a 1 x C stats object into one cell, class c scaled by factors[c]."""
-    s = stats.scaled(factors[None, :])
-    out = FoldStats.from_arrays([getattr(s, a)[:, :1] for a in _FIELDS])
-    for c in range(1, stats.n_classes):
-        out = merge(out, FoldStats.from_arrays([getattr(s, a)[:, c : c + 1] for a in _FIELDS]))
-    return out
+def part_factors(stats: FoldStats, balanced: bool | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class factors of every training part and every validation part, two arrays of shape (K, C).
 
-
-def _fold_rows(stats: FoldStats, k: int) -> FoldStats:
-    return FoldStats.from_arrays([getattr(stats, a)[k : k + 1] for a in _FIELDS])
-
-
-def training_parts(stats: FoldStats) -> list[FoldStats]:
-    """For each fold k, the merged statistics (1 x C) of all other folds.
-
-    Uses prefix and suffix merges, so K training parts cost O(K) merges and no
-    subtraction of co-moments (no cancellation).
+    Row counts of a training part are integer sums, so ``total - count[k]`` is exact.
     """
-    K = stats.n_folds
-    folds = [_fold_rows(stats, k) for k in range(K)]
-    prefix: list[FoldStats | None] = [None] * K
-    suffix: list[FoldStats | None] = [None] * K
-    for k in range(1, K):
-        prev = prefix[k - 1]
-        prefix[k] = folds[k - 1] if prev is None else merge(prev, folds[k - 1])
-    for k in range(K - 2, -1, -1):
-        nxt = suffix[k + 1]
-        suffix[k] = folds[k + 1] if nxt is None else merge(folds[k + 1], nxt)
-    parts: list[FoldStats] = []
-    for k in range(K):
-        p, s = prefix[k], suffix[k]
-        if p is None or s is None:
-            one = p if s is None else s
-            assert one is not None
-            parts.append(one)
-        else:
-            parts.append(merge(p, s))
-    return parts
+    count = stats.count
+    train = count.sum(axis=0)[None, :] - count
+    ft = np.stack([class_factors(train[k], balanced) for k in range(stats.n_folds)])
+    fv = np.stack([class_factors(count[k], balanced) for k in range(stats.n_folds)])
+    return ft, fv
 
 
 def _scale_of(sxx_diag: np.ndarray, n: float) -> np.ndarray:
@@ -171,22 +142,18 @@ def _scale_of(sxx_diag: np.ndarray, n: float) -> np.ndarray:
     return np.where(s < 10 * np.finfo(float).eps * np.maximum(1.0, np.abs(s)), 1.0, s)
 
 
-def _training_form(part: FoldStats, balanced: bool | np.ndarray, fit_intercept: bool, standardize: bool):  # type: ignore[no-untyped-def]
-    """(A, B, xbar, ybar, scale, n, class factors) of one training part (1 x C stats)."""
-    g = class_factors(part.count[0], balanced)
-    t = _merge_classes(part, g)
-    n = float(t.weight[0, 0])
-    xbar, ybar = t.mean_x[0, 0], t.mean_y[0, 0]
-    A, B = t.sxx[0, 0].copy(), t.sxy[0, 0].copy()
+def _finish_training(A: np.ndarray, B: np.ndarray, xbar: np.ndarray, ybar: np.ndarray, n: float, fit_intercept: bool, standardize: bool):  # type: ignore[no-untyped-def]
+    """Turn centered moments (A, B, modified in place) into the training form; returns (x_offset, y_offset, scale)."""
     scale = _scale_of(np.diag(A), n) if standardize else np.ones(A.shape[0])
     if not fit_intercept:
-        A += n * np.outer(xbar, xbar)
-        B += n * np.outer(xbar, ybar)
+        add_outer(A, n, xbar, xbar)  # BLAS: overflow gives inf silently, refused by the callers
+        with np.errstate(over="ignore", invalid="ignore"):
+            B += n * np.outer(xbar, ybar)
         xbar, ybar = np.zeros_like(xbar), np.zeros_like(ybar)
     if standardize:
         A /= np.outer(scale, scale)
         B /= scale[:, None]
-    return A, B, xbar, ybar, scale, n
+    return xbar, ybar, scale
 
 
 def build_forms(
@@ -202,26 +169,40 @@ def build_forms(
     ------
     FoldError
         If a fold (training or validation part) has no rows or zero weight.
+    ScaleError
+        If the statistics or the forms overflowed or underflowed float64.
     """
     check_folds(stats, balanced=balanced)
-    parts = training_parts(stats)
+    check_stats_range(stats)
+    K, N, T = stats.n_folds, stats.n_features, stats.n_targets
+    ft, fv = part_factors(stats, balanced)
+    At, Bt, _ = within = training_within(stats, ft)
+    Av, Bv, cv = np.empty((K, N, N)), np.empty((K, N, T)), np.empty((K, T))
+    xo, yo, sc, n_train, n_val = np.empty((K, N)), np.empty((K, T)), np.empty((K, N)), np.empty(K), np.empty(K)
 
-    def one(k: int) -> tuple:
-        A, B, xbar_t, ybar_t, scale, n_t = _training_form(parts[k], balanced, fit_intercept, standardize)
-        vpart = _fold_rows(stats, k)
-        v = _merge_classes(vpart, class_factors(vpart.count[0], balanced))
-        n_v = float(v.weight[0, 0])
-        dx = (v.mean_x[0, 0] - xbar_t) / scale
-        dy = v.mean_y[0, 0] - ybar_t
-        Av = v.sxx[0, 0] / np.outer(scale, scale)
-        Av += n_v * np.outer(dx, dx)
-        Bv = v.sxy[0, 0] / scale[:, None] + n_v * np.outer(dx, dy)
-        cv = v.syy[0, 0] + n_v * dy * dy
-        return A, B, Av, Bv, cv, xbar_t, ybar_t, scale, n_t, n_v
+    def one(k: int) -> None:
+        mx, my, n_train[k] = add_training_between(stats, k, ft[k], *(w[k] for w in within))
+        xo[k], yo[k], sc[k] = _finish_training(At[k], Bt[k], mx, my, float(n_train[k]), fit_intercept, standardize)
+        cells = np.zeros(stats.weight.shape, dtype=bool)
+        cells[k] = True
+        v = cell_group(stats, cells, fv[k])
+        n_val[k] = n_v = float(v.n[0])
+        dx, dy = v.mean_x[0] - xo[k], v.mean_y[0] - yo[k]
+        Av[k] = v.sxx[0]
+        add_outer(Av[k], n_v, dx, dx)  # BLAS: overflow gives inf silently, refused below
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: ScaleError after the forms are built
+            Bv[k] = v.sxy[0]
+            Bv[k] += n_v * np.outer(dx, dy)
+            cv[k] = v.syy[0] + n_v * dy * dy
+        if standardize:
+            Av[k] /= np.outer(sc[k], sc[k])
+            Bv[k] /= sc[k][:, None]
 
-    cols = list(zip(*map_folds(one, stats.n_folds)))
-    At, Bt, Av, Bv, cv, xo, yo, sc = (np.stack(c) for c in cols[:8])
-    return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, np.array(cols[8]), np.array(cols[9]))
+    map_folds(one, K)
+    # PSD forms: off-diagonal entries are bounded by the diagonal ones, which are checked
+    for a in (np.diagonal(At, axis1=1, axis2=2), Bt, np.diagonal(Av, axis1=1, axis2=2), Bv, cv):
+        check_finite(a, "per-fold quadratic forms")
+    return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, n_train, n_val)
 
 
 def build_full_form(
@@ -232,12 +213,16 @@ def build_full_form(
     balanced: bool | np.ndarray = False,
 ) -> FullForm:
     """Training form of all rows (all folds merged) for the final model."""
-    whole = _fold_rows(stats, 0)
-    for k in range(1, stats.n_folds):
-        whole = merge(whole, _fold_rows(stats, k))
-    if float(whole.weight.sum()) <= 0:
+    if float(stats.weight.sum()) <= 0:
         raise FoldError("no rows with positive weight; nothing to fit")
-    A, B, xbar, ybar, scale, n = _training_form(whole, balanced, fit_intercept, standardize)
+    check_stats_range(stats)
+    whole = cell_group(stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.count.sum(axis=0), balanced))
+    A, B, n = whole.sxx[0], whole.sxy[0], float(whole.n[0])
+    if np.shares_memory(A, stats.sxx):  # a single cell comes back as views; the form is modified in place
+        A, B = A.copy(), B.copy()
+    xbar, ybar, scale = _finish_training(A, B, whole.mean_x[0], whole.mean_y[0], n, fit_intercept, standardize)
+    check_finite(A, "training form of all rows")
+    check_finite(B, "training form of all rows")
     return FullForm(A, B, xbar, ybar, scale, n)
 
 

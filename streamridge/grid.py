@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import ParameterError, ScaleError
 
 DEFAULT_N_ALPHAS = 50
 DEFAULT_SPAN = (1e-6, 1e3)
@@ -17,13 +17,29 @@ def check_alphas(alphas: object) -> np.ndarray:
     -------
     array of float64 of shape (R,), in the order given
     """
-    a = np.atleast_1d(np.asarray(alphas, dtype=np.float64)) if not isinstance(alphas, str) else None
+    a = _numeric(alphas)
     if a is None or a.ndim != 1 or a.size == 0:
         raise ParameterError(f"alphas must be a non-empty 1-D list of positive numbers; got alphas={alphas!r}")
     bad = a[~np.isfinite(a) | (a <= 0)]
     if bad.size:
         raise ParameterError(f"alphas must be positive and finite; got alphas={bad.tolist()}")
     return a
+
+
+def _numeric(alphas: object) -> np.ndarray | None:
+    """``alphas`` as a float64 array, or None if it holds anything but real numbers (strings, None, complex)."""
+    if isinstance(alphas, (str, bytes)):
+        return None
+    try:
+        raw = np.asarray(alphas)
+    except (TypeError, ValueError):  # ragged nesting
+        return None
+    if raw.dtype == object:
+        if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw.flat):
+            return None
+    elif raw.dtype.kind not in "iuf":
+        return None
+    return np.atleast_1d(raw.astype(np.float64))
 
 
 def default_alphas(A: np.ndarray, n_alphas: int = DEFAULT_N_ALPHAS, span: tuple[float, float] = DEFAULT_SPAN) -> np.ndarray:
@@ -64,6 +80,12 @@ def choose(fold_errors: np.ndarray, alphas: np.ndarray, *, per_target: bool, one
     """
     E = fold_errors if per_target else fold_errors.sum(axis=2, keepdims=True)
     total = E.sum(axis=1)  # (R, T')
+    bad = ~np.isfinite(total).all(axis=1)
+    if bad.any():
+        raise ScaleError(
+            f"the cross-validation errors of {int(bad.sum())} of {bad.size} lambdas (first: {float(alphas[np.argmax(bad)]):.3g}) "
+            "are not finite (float64 overflow); no lambda can be chosen from them: divide X and y by constants and refit"
+        )
     best = np.argmin(total, axis=0)
     cols = np.arange(total.shape[1])
     bound = total[best, cols]

@@ -133,8 +133,42 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, include_stats: b
     if include_stats and stats is not None:
         for name in _STATS_ARRAYS:
             arrays[f"stats_{name}"] = np.asarray(getattr(stats, name))
+    _add_features(estimator, header, arrays)
     arrays["header_json"] = np.frombuffer(json.dumps(header, allow_nan=False).encode(), dtype=np.uint8)
     atomic_write_npz(path, arrays)
+
+
+def _add_features(estimator: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """The feature map (JSON description + ``fmap.*`` arrays) and the prefix curve, when there are any."""
+    fmap = getattr(estimator, "features_", None)
+    if fmap is not None:
+        from .features import encode
+
+        header["features"], fmap_arrays = encode(fmap)
+        header["n_model_features"] = int(fmap.n_features_out_)  # width of coef (n_features_in is the raw width)
+        arrays.update(fmap_arrays)
+    if hasattr(estimator, "prefix_sizes_"):
+        header["prefixes"] = json_safe({
+            "sizes": estimator.prefix_sizes_, "errors": estimator.prefix_errors_,
+            "alphas": estimator.prefix_alphas_, "n_features_selected": estimator.n_features_selected_,
+        })
+
+
+def _load_features(est: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
+    """Set ``features_`` and the prefix attributes; return the width of ``coef_``."""
+    p = header.get("prefixes")
+    if p:
+        est.prefix_sizes_ = np.asarray(p["sizes"], dtype=np.int64)
+        est.prefix_errors_ = np.asarray(p["errors"], dtype=np.float64)
+        est.prefix_alphas_ = np.asarray(p["alphas"], dtype=np.float64)
+        est.n_features_selected_ = int(p["n_features_selected"])
+    if not header.get("features"):
+        return int(header["n_features_in"])
+    from .features import decode
+
+    est.features_ = decode(header["features"], arrays)
+    est.features = est.features_
+    return int(est.features_.n_features_out_)
 
 
 def _model_arrays(estimator: Any, stats: FoldStats | None) -> dict[str, np.ndarray]:
@@ -319,7 +353,7 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     est = cls(**params)
     classifier = header["classes"] is not None
     y_1d = bool(header["y_1d"])
-    n_features = int(header["n_features_in"])
+    n_features = _load_features(est, header, arrays)
     coef = arrays["coef"]
     if coef.shape[-1] != n_features or arrays["support"].shape != (n_features,):
         raise ModelFileError(
@@ -331,7 +365,7 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
         pass_classes = tuple(header.get("pass_classes") or est._labels.tolist())
     est._spec = PassSpec(FoldScheme.from_dict(header["scheme"]), pass_classes, int(header["n_targets"]))
     est._y_1d = y_1d
-    est.n_features_in_ = n_features
+    est.n_features_in_ = int(header["n_features_in"])
     if header.get("feature_names"):
         est.feature_names_ = np.asarray(header["feature_names"], dtype=object)
     one = y_1d and not classifier

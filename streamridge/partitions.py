@@ -217,8 +217,8 @@ class RangeCursor:
         return self.buf[a - self.b0 : b - self.b0]
 
 
-def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
-    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units."""
+def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
+    """Yield ``(a, b)``: X rows ``[start, stop)`` in read blocks of whole stored read units."""
     grid = X.grid()
     pos = start
     while pos < stop:
@@ -226,13 +226,36 @@ def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
         if end <= pos:
             end = grid.ceil(pos + 1, unit=True)
         end = min(stop, end)
-        yield pos, end, X.read(pos, end)
+        yield pos, end
         pos = end
 
 
-def run_partition(
-    readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int
-) -> Any:
+def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
+    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units."""
+    for a, b in block_ranges(X, start, stop, read_rows):
+        yield a, b, X.read(a, b)
+
+
+def _all_dask(readers: dict[str, Any]) -> bool:
+    return all(r is None or hasattr(getattr(r, "array", None), "dask") for r in readers.values())
+
+
+def _joint_blocks(readers: dict[str, Any], start: int, stop: int, read_rows: int) -> Any:
+    """Yield ``(a, b, [X, y, groups, weights])`` of dask arrays computed in one call per block.
+
+    Upstream work shared by X and y (one task producing both, e.g. a
+    simulation) then runs once per block, not once per array.
+    """
+    import dask
+
+    for a, b in block_ranges(readers["X"], start, stop, read_rows):
+        present = [role for role in ROLES if readers.get(role) is not None]
+        views = [readers[r].array[a - readers[r].offset : b - readers[r].offset] for r in present]
+        values = dict(zip(present, dask.compute(*views, scheduler="sync")))
+        yield a, b, [None if values.get(r) is None else np.asarray(values[r]) for r in ROLES]
+
+
+def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int) -> Any:
     """The task of one partition: read reader rows ``[start, stop)`` once, return ``kernel``'s result.
 
     Parameters
@@ -246,11 +269,15 @@ def run_partition(
     row_start : int
         Global row index of reader row ``start`` (fold assignment).
     """
-    cursors = {
-        role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop)
-        for role in ROLES[1:]
-    }
     acc = kernel.start()
+    if _all_dask(readers):  # dask arrays: every array of a block in one compute call
+        for a, b, (block, y, g, w) in _joint_blocks(readers, start, stop, plan.read_rows):
+            for s in range(a, b, plan.sub_rows):
+                e = min(b, s + plan.sub_rows)
+                sl = slice(s - a, e - a)
+                kernel.add(acc, block[sl], *(None if v is None else v[sl] for v in (y, g, w)), row_start + (s - start))
+        return kernel.finish(acc)
+    cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
     for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows):
         for s in range(a, b, plan.sub_rows):
             e = min(b, s + plan.sub_rows)

@@ -42,16 +42,21 @@ class PassSpec:
     skip_nonfinite : bool
         Drop rows with NaN/inf in X, y or weights instead of failing (they keep
         their row index, so folds do not shift).
-    transform : callable or None
-        ``transform(X_block, row_start, groups_block) -> feature_block``, applied
-        to every sub-block of X inside the pass before the kernel (feature maps).
+    features : FeatureMap or None
+        A fitted feature map applied to X chunk by chunk before the statistics
+        (see :mod:`streamridge.features.plan`).
+    features_state : any
+        State of a stateful map at the first row (``partial_fit`` continuing a
+        series); None: every series starts from rest.  The state after the last
+        row comes back in ``PassReport.extra["features_state"]``.
     """
 
     scheme: FoldScheme
     classes: tuple[Any, ...] | None
     n_targets: int
     skip_nonfinite: bool = False
-    transform: Callable[[np.ndarray, int, np.ndarray | None], np.ndarray] | None = None
+    features: Any = None
+    features_state: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -100,11 +105,13 @@ def prepare_rows(
     weights: np.ndarray | None,
     row_start: int,
     spec: PassSpec,
+    drop: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Rows ``row_start ..`` as the kernel takes them: X, coded targets Y, flat cell ids, weights.
 
     Fold ids come from the scheme (row index / group), class ids from the
-    labels; rows with NaN/inf are dropped when ``spec.skip_nonfinite``.
+    labels; rows with NaN/inf are dropped when ``spec.skip_nonfinite``;
+    ``drop`` marks rows left out on purpose (a feature map's washout).
 
     Raises
     ------
@@ -115,7 +122,7 @@ def prepare_rows(
     """
     m = X.shape[0]
     folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
-    keep = np.ones(m, dtype=bool)
+    keep = np.ones(m, dtype=bool) if drop is None else ~np.asarray(drop, dtype=bool)
     for name, a in (("X", X), ("y", y), ("sample_weight", weights)):
         if a is None:
             continue
@@ -140,7 +147,8 @@ def prepare_rows(
         X, y, folds = X[keep], np.asarray(y)[keep], folds[keep]
         w = None if w is None else w[keep]
     if spec.classes is None:
-        Y = np.asarray(y).reshape(X.shape[0], -1)
+        Y = np.asarray(y)
+        Y = Y[:, None] if Y.ndim == 1 else Y  # (also when every row of the chunk was dropped)
         cells = folds
     else:
         cls, Y = code_targets(np.asarray(y), spec.classes)
@@ -171,8 +179,6 @@ class StatsKernel:
     def add(self, acc: CellAccumulator, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int) -> None:
         """Add the rows ``row_start ..`` of one sub-block."""
         g = None if groups is None else np.asarray(groups).reshape(-1)
-        if self.spec.transform is not None:
-            X = self.spec.transform(X, row_start, g)
         Xr, Y, cells, w = prepare_rows(X, y, g, weights, row_start, self.spec)
         acc.add(Xr, Y, cells, w)
 
@@ -193,11 +199,17 @@ def chunk_task(
     weights: np.ndarray | None,
     row_start: int,
     spec: PassSpec,
+    *,
+    drop: np.ndarray | None = None,
 ) -> FoldStats:
-    """Statistics of the in-memory rows ``row_start .. row_start + len(X) - 1`` (pure function)."""
+    """Statistics of the in-memory rows ``row_start .. row_start + len(X) - 1`` (pure function).
+
+    ``drop`` marks rows left out on purpose (a feature map's washout).
+    """
     kernel = StatsKernel(spec, X.shape[1])
     acc = kernel.start()
-    kernel.add(acc, X, y, groups, weights, row_start)
+    g = None if groups is None else np.asarray(groups).reshape(-1)
+    acc.add(*prepare_rows(X, y, g, weights, row_start, spec, drop))
     stats = kernel.finish(acc)
     stats.meta["rows_seen"] = row_start + X.shape[0]
     return stats
@@ -225,8 +237,22 @@ def spec_dict(spec: PassSpec) -> dict[str, Any]:
         "classes": None if spec.classes is None else [str(c) for c in spec.classes],
         "n_targets": spec.n_targets,
         "skip_nonfinite": spec.skip_nonfinite,
-        "transform": None if spec.transform is None else repr(spec.transform),
+        **({} if spec.features is None else {"features": _features_fingerprint(spec.features)}),
     }
+
+
+def _features_fingerprint(fmap: Any) -> str:
+    """Digest of a fitted map's description and arrays (checkpoints of a pass with a map)."""
+    import hashlib
+    import json
+
+    from .features import encode
+
+    obj, arrays = encode(fmap)
+    h = hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode())
+    for k in sorted(arrays):
+        h.update(k.encode() + np.ascontiguousarray(arrays[k]).tobytes())
+    return h.hexdigest()
 
 
 def default_memory_budget() -> int:
@@ -304,6 +330,13 @@ def accumulate(
     -------
     FoldStats
     """
+    if spec.features is not None:  # feature maps carry state along series: lanes of chunks
+        from .stream_lanes import accumulate_lanes
+
+        return accumulate_lanes(
+            source, spec, row_offset=row_offset, scheduler=scheduler, progress=progress, meta=meta, report=report,
+            checkpoint=checkpoint, checkpoint_every_s=checkpoint_every_s, window=window,
+        )
     from .checkpoint import Checkpointer, fingerprint
     from .executors import reduce_partitions
     from .partitions import plan_pass, run_partition

@@ -6,25 +6,22 @@
     SSE_v = W' Av W - 2 W' Bv + cv
 
 O(R K N^3); kept as a selectable solver and as the reference of the eigen method.
+
+Lambdas where ``At + lambda I`` is ill-conditioned (``rcond < RCOND_MIN``) are solved through the
+fold's eigendecomposition with the numerical null space removed, as the eigen
+method does (:class:`~streamridge.solvers.linalg.RidgeSolver`), so lambda -> 0
+gives the minimum-norm least-squares solution.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 
 from ..forms import Forms
 from ..parallel import map_folds
+from .linalg import RidgeSolver, ridge_solve
 
-
-def ridge_solve(A: np.ndarray, B: np.ndarray, alpha: float) -> np.ndarray:
-    """Solve ``(A + alpha I) W = B`` for symmetric PSD ``A``."""
-    M = A + alpha * np.eye(A.shape[0])
-    try:
-        return sla.cho_solve(sla.cho_factor(M, lower=True, check_finite=False), B, check_finite=False)
-    except np.linalg.LinAlgError:
-        return sla.solve(M, B, assume_a="sym", check_finite=False)
-
+__all__ = ["fold_errors_covariance", "ridge_solve", "validation_sse"]
 
 def validation_sse(W: np.ndarray, Av: np.ndarray, Bv: np.ndarray, cv: np.ndarray) -> np.ndarray:
     """``diag(W' Av W) - 2 diag(W' Bv) + cv`` for W of shape (N, T)."""
@@ -41,8 +38,9 @@ def fold_errors_covariance(forms: Forms, alphas: np.ndarray) -> np.ndarray:
     alphas = np.asarray(alphas, dtype=np.float64)
 
     def one(k: int) -> np.ndarray:
+        solve = RidgeSolver(forms.At[k], forms.Bt[k])
         return np.stack(
-            [validation_sse(ridge_solve(forms.At[k], forms.Bt[k], float(a)), forms.Av[k], forms.Bv[k], forms.cv[k]) for a in alphas]
+            [validation_sse(solve(float(a)), forms.Av[k], forms.Bv[k], forms.cv[k]) for a in alphas]
         )
 
     return np.stack(map_folds(one, forms.n_folds), axis=1)

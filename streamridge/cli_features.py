@@ -1,0 +1,110 @@
+"""Command-line parts for feature maps: ``fit --features/--prefixes``, ``predict --groups``, ``features``, ``info``.
+
+Kept apart from :mod:`streamridge.cli` so that the map options stay in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any
+
+FEATURES_EPILOG = """\
+A features file is JSON or TOML naming a map and its parameters, e.g.
+  {"map": "esn", "n_units": 500, "spectral_radius": 0.9, "washout": 100}
+  {"map": "pipeline", "maps": [{"map": "delays", "n_delays": 3}, {"map": "random_hidden", "n_units": 200, "direct": true}]}
+TOML:  map = "nystroem"   n_components = 300   kernel = "rbf"
+"""
+
+
+def _prefix_list(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"prefix sizes must be integers >= 1; got {text!r}")
+    return n
+
+
+def add_fit_options(p: argparse.ArgumentParser) -> None:
+    """``--features FILE`` and ``--prefixes N ...`` of ``fit`` and ``stats``."""
+    p.add_argument("--features", metavar="FILE", help="feature map applied inside the pass (JSON/TOML; see `streamridge features`)")
+    p.add_argument("--prefixes", type=_prefix_list, nargs="+", metavar="N", help="choose the number of leading features too (with --features)")
+
+
+def estimator_params(args: argparse.Namespace) -> dict[str, Any]:
+    """``features`` and ``feature_prefixes`` estimator parameters from the parsed options."""
+    from .features import read_features_file
+
+    path = getattr(args, "features", None)
+    return {
+        "features": None if path is None else read_features_file(path),
+        "feature_prefixes": getattr(args, "prefixes", None),
+    }
+
+
+def add_features_command(sub: Any) -> None:
+    """``streamridge features``: list the maps and their parameters (``--help`` prints the same list).
+
+    The list is built when the command runs, not with the parser: other commands stay light to start.
+    """
+    p = sub.add_parser("features", help="list the feature maps usable with fit --features", add_help=False)
+    p.add_argument("-h", "--help", action="store_true", help="show the maps and their parameters")
+    p.add_argument("--json", action="store_true", help="print the maps and their defaults as JSON")
+    p.add_argument("--debug", action="store_true", help="show the traceback of errors")
+
+
+def describe_maps() -> str:
+    """One paragraph per map: name, class, summary, parameters with defaults."""
+    from .features import MAPS
+
+    lines = ["Feature maps (the \"map\" key of a features file):", ""]
+    for name, cls in MAPS.items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        params = ", ".join(f"{k}={v.default!r}" for k, v in _params(cls).items())
+        lines += [f"  {name:<14} {cls.__name__}: {doc}", f"  {'':<14} {params}", ""]
+    return "\n".join(lines)
+
+
+def _params(cls: type) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(cls).parameters)
+
+
+def cmd_features(args: argparse.Namespace) -> int:
+    """Print the maps (text or JSON)."""
+    import json
+
+    from .features import MAPS
+
+    if args.help:
+        print("usage: streamridge features [-h] [--json] [--debug]\n")
+    if args.json:
+        print(json.dumps({n: {"class": c.__name__, "params": {k: v.default for k, v in _params(c).items()}} for n, c in MAPS.items()}))
+    else:
+        print(describe_maps() + "\n" + FEATURES_EPILOG, end="")
+    return 0
+
+
+def _describe(d: dict[str, Any]) -> str:
+    """``esn(n_units=500, ...)`` from a map's JSON description (no import of the maps: ``info`` stays light)."""
+    parts = []
+    for k, v in d["params"].items():
+        if k == "maps":
+            v = "[" + ", ".join(_describe(m) for m in v) + "]"
+        elif isinstance(v, dict) and "__array__" in v:
+            v = "<array>"
+        parts.append(f"{k}={v}")
+    return f"{d['map']}({', '.join(parts)})"
+
+
+def info_lines(header: dict[str, Any]) -> list[str]:
+    """Lines of ``streamridge info`` about the model's feature map and prefix curve."""
+    out = []
+    if header.get("features"):
+        out.append(f"feature map {_describe(header['features'])}")
+    p = header.get("prefixes")
+    if p:
+        curve = ", ".join(f"{n}: {e:.6g}" for n, e in zip(p["sizes"], p["errors"]))
+        out.append(f"prefixes    chosen {p['n_features_selected']} of CV error by size {{{curve}}}")
+    return out

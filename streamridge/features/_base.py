@@ -1,0 +1,265 @@
+"""The feature-map protocol: scikit-learn transformer + a pure per-chunk function.
+
+A :class:`FeatureMap` turns raw input rows into feature rows.  It is
+
+* a scikit-learn transformer (``fit`` / ``transform`` on in-memory arrays, usable
+  in a :class:`sklearn.pipeline.Pipeline`);
+* fully described by JSON-able parameters plus NumPy arrays (:meth:`FeatureMap.to_dict`,
+  :func:`streamridge.features.from_dict`; no pickle), deterministic from its seed;
+* applied inside the data pass by the pure function
+  ``apply_chunk(X, row_start, groups, state) -> (features, new_state)``: stateless
+  maps ignore ``state`` (None); stateful maps carry it from one chunk to the next
+  in row order within each series (``groups`` = series id).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from ..errors import InputError, NonFiniteError, ParameterError
+from ..folds import splitmix64
+from ._series import check_contiguous, run_heads
+
+FORMAT_VERSION = 1
+
+
+class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
+    """Base class of the feature maps (see the module docstring).
+
+    Subclasses set ``name``, implement :meth:`_fit_arrays` (draw weights / take a basis,
+    given the input width and, if :attr:`n_sample` > 0, a seeded sample of input rows),
+    :meth:`_n_out` and :meth:`apply_chunk`, and list their fitted arrays in ``_arrays``.
+    """
+
+    name: ClassVar[str] = "map"
+    stateful: ClassVar[bool] = False
+    _arrays: ClassVar[tuple[str, ...]] = ()
+    _array_params: ClassVar[tuple[str, ...]] = ()
+
+    # ---------------------------------------------------------------- fitting
+    @property
+    def n_sample(self) -> int:
+        """Rows of input the map needs to fit (a seeded sample; 0: only the input width)."""
+        return 0
+
+    def fit(self, X: Any, y: Any = None, groups: Any = None) -> FeatureMap:
+        """Draw the map's weights (and sample its basis rows) for inputs like ``X``.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features_in) or dask array
+        y, groups : ignored
+        """
+        self._check_params()
+        X, n_in = self._fit_input(X)
+        sample = sample_rows(X, self.n_sample, int(self.seed)) if self.n_sample else None
+        self.n_features_in_ = n_in
+        self._fit_arrays(n_in, sample)
+        return self
+
+    def _fit_input(self, X: Any) -> tuple[Any, int]:
+        """X validated as scikit-learn does (in-memory) or checked 2-D (dask), and its width."""
+        if hasattr(X, "dask"):
+            if X.ndim != 2 or X.shape[1] < 1:
+                raise InputError(f"{type(self).__name__} needs X of shape (n_samples, n_features); got shape {X.shape}")
+            return X, int(X.shape[1])
+        X = validate_data(self, X, reset=True, dtype=np.float64)
+        return X, int(X.shape[1])
+
+    def fit_width(self, n_features_in: int) -> FeatureMap:
+        """Fit a map that needs no data sample from the input width alone."""
+        if self.n_sample:
+            raise ParameterError(f"{type(self).__name__} samples rows of the data; fit it with fit(X)")
+        self._check_params()
+        self.n_features_in_ = int(n_features_in)
+        self._fit_arrays(int(n_features_in), None)
+        return self
+
+    def _check_params(self) -> None:
+        """Raise :class:`ParameterError` for an out-of-range parameter."""
+
+    def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def _n_out(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def n_features_out_(self) -> int:
+        """Width of the features."""
+        check_is_fitted(self, "n_features_in_")
+        return self._n_out()
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names ``<name>0, <name>1, ...`` of the output features."""
+        return np.asarray([f"{self.name}{i}" for i in range(self.n_features_out_)], dtype=object)
+
+    # ---------------------------------------------------------------- applying
+    def init_state(self) -> Any:
+        """State before the first row (None for stateless maps)."""
+        return None
+
+    def apply_chunk(self, X: np.ndarray, row_start: int, groups: np.ndarray | None, state: Any) -> tuple[np.ndarray, Any]:
+        """Features of one chunk of rows (pure function).
+
+        Parameters
+        ----------
+        X : array of shape (m, n_features_in)
+        row_start : int
+            Global index of the chunk's first row (for messages).
+        groups : array of shape (m,) or None
+            Series id of every row (stateful maps); None: one series.
+        state : the state returned for the previous chunk, or :meth:`init_state`
+
+        Returns
+        -------
+        features : array of float64 of shape (m, n_features_out)
+        state : the state after the chunk's last row
+        """
+        raise NotImplementedError
+
+    def keep_mask(self, m: int, groups: np.ndarray | None, state: Any) -> np.ndarray | None:
+        """Rows of a chunk used for training (None: all); ``state`` is the state before the chunk."""
+        return None
+
+    def transform(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Features of in-memory rows (one call; stateful maps start every series from rest).
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features_in)
+        groups : array of shape (n_samples,) or None
+            Series id of every row (stateful maps); None: one series.
+
+        Returns
+        -------
+        array of float64 of shape (n_samples, n_features_out)
+        """
+        check_is_fitted(self, "n_features_in_")
+        X = check_array(X, dtype=np.float64, ensure_min_samples=0)  # rejects NaN/inf, sparse, complex
+        self.check_width(X.shape[1])
+        g = None if groups is None else np.asarray(groups).reshape(-1)
+        if g is not None and g.shape[0] != X.shape[0]:
+            raise InputError(f"groups has {g.shape[0]} entries for {X.shape[0]} rows of X")
+        if self.stateful and g is not None:
+            check_contiguous(*run_heads(g, X.shape[0]))
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_features
+            F, _ = self.apply_chunk(X, 0, g, self.init_state())
+        check_features(F, 0, self)
+        return F
+
+    def check_width(self, n: int) -> None:
+        """Raise :class:`InputError` unless the input has the width the map was fitted for."""
+        if int(n) != self.n_features_in_:
+            raise InputError(
+                f"X has {n} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input "
+                "(the width it was fitted for); fit the map on this data or give data of the same width"
+            )
+
+    # ---------------------------------------------------------------- description
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able parameters plus arrays: ``{"map", "params", "arrays", "n_features_in"}``.
+
+        Nested maps (:class:`Concat`, :class:`Pipeline`) appear as nested dicts in
+        ``params``; arrays are NumPy arrays (see :func:`streamridge.features.encode`
+        for a pure-JSON form with the arrays split off).
+        """
+        params = {}
+        for k in inspect.signature(type(self)).parameters:  # declaration order (readable descriptions)
+            v = getattr(self, k)
+            if k in self._array_params and v is not None:
+                v = np.asarray(v, dtype=np.float64)
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(m, FeatureMap) for m in v):
+                v = [m.to_dict() for m in getattr(self, k + "_", v)]  # the fitted parts when fitted
+            params[k] = v
+        out: dict[str, Any] = {"map": self.name, "format_version": FORMAT_VERSION, "params": params, "arrays": {}}
+        if hasattr(self, "n_features_in_"):
+            out["n_features_in"] = int(self.n_features_in_)
+            out["arrays"] = {a: np.asarray(getattr(self, a)) for a in self._arrays}
+        return out
+
+    def _set_fitted(self, n_in: int, arrays: dict[str, np.ndarray]) -> None:
+        self.n_features_in_ = int(n_in)
+        for a in self._arrays:
+            setattr(self, a, np.asarray(arrays[a]))
+
+
+def check_features(F: np.ndarray, row_start: int, fmap: Any) -> None:
+    """Raise :class:`NonFiniteError` if a map produced NaN/inf (one line naming the rows)."""
+    ok = np.isfinite(F)
+    if ok.all():
+        return
+    bad = ~ok.all(axis=1)
+    rows = (np.flatnonzero(bad)[:5] + row_start).tolist()
+    raise NonFiniteError(
+        f"feature map {type(fmap).__name__} produced NaN or inf in {int(bad.sum())} row(s), first at rows {rows}; "
+        "scale the inputs down (input_scaling) or standardize the raw data"
+    )
+
+
+def sample_rows(X: Any, n: int, seed: int) -> np.ndarray:
+    """A seeded sample of ``min(n, n_rows)`` rows of X, the same for every chunking.
+
+    Row i gets the key ``splitmix64(i, seed)``; the rows with the ``n`` smallest keys
+    are kept, in key order (a reservoir sample computed chunk by chunk for dask arrays,
+    one light pass).
+
+    Returns
+    -------
+    array of float64 of shape (min(n, n_rows), n_features)
+    """
+    M = int(X.shape[0])
+    if not hasattr(X, "dask"):
+        A = np.asarray(X, dtype=np.float64)
+        keys = splitmix64(np.arange(M, dtype=np.uint64), seed)
+        idx = np.argsort(keys, kind="stable")[:n]
+        return A[idx]
+    import dask
+
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
+    parts = [dask.delayed(_block_sample)(b, int(s), n, seed) for b, s in zip(X.to_delayed().reshape(-1), starts)]
+    got = dask.compute(*parts, scheduler="threads")
+    keys = np.concatenate([k for k, _ in got])
+    rows = np.concatenate([r for _, r in got], axis=0)
+    idx = np.argsort(keys, kind="stable")[:n]
+    return rows[idx]
+
+
+def _block_sample(block: np.ndarray, start: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    keys = splitmix64(np.arange(start, start + block.shape[0], dtype=np.uint64), seed)
+    idx = np.argsort(keys, kind="stable")[:n]
+    return keys[idx], np.asarray(block, dtype=np.float64)[idx]
+
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    """Uniform(-scale, scale) weights."""
+    return rng.uniform(-1.0, 1.0, size=shape) * float(scale)
+
+
+def check_positive(obj: Any, *names: str, allow_zero: bool = False) -> None:
+    """Raise ParameterError unless each named parameter is a finite number > 0 (>= 0 with allow_zero)."""
+    for name in names:
+        v = getattr(obj, name)
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+        if not ok or v < 0 or (v == 0 and not allow_zero):
+            need = ">= 0" if allow_zero else "> 0"
+            raise ParameterError(f"{type(obj).__name__}: {name} must be a number {need}; got {name}={v!r}")
+
+
+def check_choice(obj: Any, name: str, choices: tuple[str, ...]) -> None:
+    """Raise ParameterError unless ``getattr(obj, name)`` is one of ``choices``."""
+    v = getattr(obj, name)
+    if v not in choices:
+        raise ParameterError(f"{type(obj).__name__}: {name} must be one of {choices}; got {name}={v!r}")
+
+
+def check_count(obj: Any, name: str) -> None:
+    """Raise ParameterError unless the parameter is an int >= 1."""
+    v = getattr(obj, name)
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ParameterError(f"{type(obj).__name__}: {name} must be an int >= 1; got {name}={v!r}")

@@ -1,0 +1,148 @@
+"""Maps by name, JSON descriptions without pickle, and maps from a features file (JSON or TOML)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, ModelFileError, ParameterError
+from ._base import FORMAT_VERSION, FeatureMap
+from ._compose import Concat, Pipeline
+from ._delays import Delays
+from ._kernel import Distances, Nystroem
+from ._random import RandomHidden
+from ._reservoir import EchoStateNetwork
+
+MAPS: dict[str, type[FeatureMap]] = {
+    c.name: c for c in (RandomHidden, EchoStateNetwork, Nystroem, Distances, Delays, Concat, Pipeline)
+}
+"""Feature map classes by their ``name`` (the ``"map"`` key of a description)."""
+
+
+def map_class(name: Any) -> type[FeatureMap]:
+    """The class of a map name; ParameterError listing the maps for an unknown one."""
+    if name not in MAPS:
+        raise ParameterError(f"unknown feature map {name!r}; maps: {', '.join(MAPS)}")
+    return MAPS[name]
+
+
+def make_map(spec: dict[str, Any]) -> FeatureMap:
+    """An unfitted map from ``{"map": name, **params}`` or ``{"map": name, "params": {...}}``.
+
+    Composite maps take ``"maps": [spec, ...]``.
+    """
+    if not isinstance(spec, dict) or "map" not in spec:
+        raise ParameterError(f"a feature map is described by an object with a 'map' key (one of {', '.join(MAPS)}); got {spec!r}")
+    cls = map_class(spec["map"])
+    params = dict(spec.get("params", {k: v for k, v in spec.items() if k not in ("map", "format_version")}))
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ParameterError(f"feature map {spec['map']!r} has no parameter {unknown[0]!r}; its parameters: {', '.join(allowed)}")
+    if "maps" in params:
+        if not isinstance(params["maps"], list):
+            raise ParameterError(f"feature map {spec['map']!r}: maps must be a list of map objects")
+        params["maps"] = [make_map(m) for m in params["maps"]]
+    fmap = cls(**params)
+    fmap._check_params()
+    return fmap
+
+
+def from_dict(d: dict[str, Any]) -> FeatureMap:
+    """Rebuild a map (fitted if the description holds arrays) from :meth:`FeatureMap.to_dict`."""
+    version = d.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelFileError(f"feature map format {version!r} is newer than this streamridge reads ({FORMAT_VERSION}); upgrade streamridge")
+    cls = map_class(d["map"])
+    params = dict(d["params"])
+    if "maps" in params:
+        params["maps"] = [from_dict(m) for m in params["maps"]]
+    fmap = cls(**params)
+    if "n_features_in" in d:
+        fmap._set_fitted(int(d["n_features_in"]), d.get("arrays", {}))
+    return fmap
+
+
+def encode(fmap: FeatureMap, prefix: str = "fmap") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A pure-JSON description and the arrays it refers to (``{"__array__": key}``)."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(v: Any, path: str) -> Any:
+        if isinstance(v, FeatureMap):
+            return walk(v.to_dict(), path)
+        if isinstance(v, np.ndarray):
+            arrays[path] = v
+            return {"__array__": path}
+        if isinstance(v, dict):
+            return {k: walk(x, f"{path}.{k}") for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x, f"{path}.{i}") for i, x in enumerate(v)]
+        if isinstance(v, np.generic):
+            return v.item()
+        return v
+
+    return walk(fmap, prefix), arrays
+
+
+def decode(obj: dict[str, Any], arrays: dict[str, np.ndarray]) -> FeatureMap:
+    """Inverse of :func:`encode`."""
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"__array__"}:
+                return np.asarray(arrays[v["__array__"]])
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return from_dict(walk(obj))
+
+
+def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
+    """An unfitted map from a JSON or TOML file (``map = "esn"`` plus parameters).
+
+    Raises
+    ------
+    InputError
+        Missing or unparsable file.
+    ParameterError
+        Unknown map or parameter.
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise InputError(f"features file {name!r} does not exist")
+    try:
+        with open(name, "rb") as f:
+            raw = f.read()
+        if name.endswith(".toml"):
+            import tomllib
+
+            spec = tomllib.loads(raw.decode())
+        else:
+            spec = json.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "TOML" if name.endswith(".toml") else "JSON"
+        raise InputError(f"features file {name!r} is not valid {kind}: {str(exc).splitlines()[0]}") from exc
+    return make_map(spec)
+
+
+def describe(fmap: FeatureMap) -> str:
+    """One line: ``esn(n_units=500, spectral_radius=0.9, ...) -> 500 features``."""
+    obj, _ = encode(fmap)
+    return _describe(obj)
+
+
+def _describe(d: dict[str, Any]) -> str:
+    parts = []
+    for k, v in d["params"].items():
+        if k == "maps":
+            v = "[" + ", ".join(_describe(m) for m in v) + "]"
+        elif isinstance(v, dict) and "__array__" in v:
+            v = "<array>"
+        parts.append(f"{k}={v}")
+    return f"{d['map']}({', '.join(parts)})"

@@ -1,0 +1,143 @@
+"""Echo state networks: a leaky-integrator tanh reservoir run over each series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ParameterError
+from ._base import FeatureMap, check_count, check_positive, uniform
+from ._series import NO_SERIES, run_heads
+
+
+class EchoStateNetwork(FeatureMap):
+    """Reservoir states of a leaky-integrator echo state network (rows = time steps).
+
+    .. code-block:: text
+
+        x(t) = (1 - a) x(t-1) + a tanh(W_in u(t) + b + W x(t-1)),   x(start of series) = 0
+
+    ``W_in ~ U(-input_scaling, input_scaling)``, ``b ~ U(-bias_scaling, bias_scaling)``,
+    ``W`` normal with a fraction ``sparsity`` of its entries zero, rescaled to the
+    spectral radius ``spectral_radius``; all drawn from ``seed``.  The features of a
+    row are its state x(t).
+
+    Stateful: the state is carried from one chunk to the next in row order within
+    each series (``groups`` = series id; each series contiguous).  In the pass the
+    chunks of one series run one after the other and different series run in
+    parallel; with ``warmup=W`` every chunk runs on its own, starting from rest W
+    rows before its first row (an approximation; see the tests for the deviation).
+
+    Parameters
+    ----------
+    n_units : int
+    spectral_radius : float
+    input_scaling : float
+    leak_rate : float in (0, 1]
+    sparsity : float in [0, 1)
+        Fraction of zero recurrent weights.
+    bias_scaling : float
+    washout : int
+        The first ``washout`` rows of every series are left out of the statistics
+        (``transform`` still returns them).
+    warmup : int or None
+        Rows of restart before each chunk in the pass (None: exact, series sequential).
+    seed : int
+    """
+
+    name = "esn"
+    stateful = True
+    _arrays = ("w_in_", "bias_", "w_res_")
+
+    def __init__(self, n_units: int = 100, *, spectral_radius: float = 0.9, input_scaling: float = 1.0,
+                 leak_rate: float = 1.0, sparsity: float = 0.9, bias_scaling: float = 0.0, washout: int = 0,
+                 warmup: int | None = None, seed: int = 0) -> None:
+        self.n_units = n_units
+        self.spectral_radius = spectral_radius
+        self.input_scaling = input_scaling
+        self.leak_rate = leak_rate
+        self.sparsity = sparsity
+        self.bias_scaling = bias_scaling
+        self.washout = washout
+        self.warmup = warmup
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        check_count(self, "n_units")
+        check_positive(self, "spectral_radius", "input_scaling", "leak_rate")
+        check_positive(self, "bias_scaling", "sparsity", "washout", allow_zero=True)
+        if not self.leak_rate <= 1 or not self.sparsity < 1:
+            raise ParameterError(
+                f"EchoStateNetwork: leak_rate must be in (0, 1] and sparsity in [0, 1); "
+                f"got leak_rate={self.leak_rate!r}, sparsity={self.sparsity!r}"
+            )
+        if self.warmup is not None:
+            check_count(self, "warmup")
+            if self.warmup < self.washout:
+                raise ParameterError(f"EchoStateNetwork: warmup must be >= washout; got warmup={self.warmup}, washout={self.washout}")
+
+    def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
+        n = int(self.n_units)
+        rng = np.random.default_rng(int(self.seed))
+        self.w_in_ = uniform(rng, (n, n_in), self.input_scaling)
+        self.bias_ = uniform(rng, (n,), self.bias_scaling)
+        W = rng.standard_normal((n, n))
+        W[rng.random((n, n)) < float(self.sparsity)] = 0.0
+        radius = float(np.max(np.abs(np.linalg.eigvals(W)))) if n > 0 else 0.0
+        self.w_res_ = W * (float(self.spectral_radius) / radius) if radius > 0 else W
+
+    def _n_out(self) -> int:
+        return int(self.n_units)
+
+    def init_state(self) -> Any:
+        """``(series id, steps into the series, state vector)`` before any row."""
+        return (NO_SERIES, 0, None)
+
+    def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
+        """See :meth:`FeatureMap.apply_chunk`; the state is ``(series, t, x)``."""
+        X = np.asarray(X, dtype=np.float64)
+        m, n = X.shape[0], int(self.n_units)
+        F = np.empty((m, n))
+        series, t, x = state
+        U = X @ self.w_in_.T + self.bias_
+        WT = np.ascontiguousarray(self.w_res_.T)
+        a = float(self.leak_rate)
+        pos, ids = run_heads(groups, m)
+        ends = np.append(pos[1:], m)
+        for p, e, gid in zip(pos, ends, ids):
+            if p > 0 or series is NO_SERIES or gid != series:
+                series, t, x = gid, 0, np.zeros(n)
+            x = _run(U[p:e], WT, a, x, F[p:e])
+            t += e - p
+        return F, (series, t, x)
+
+    def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
+        """False for the first ``washout`` rows of every series."""
+        w = int(self.washout)
+        if w == 0:
+            return None
+        series, t, _ = state
+        keep = np.ones(m, dtype=bool)
+        pos, ids = run_heads(groups, m)
+        ends = np.append(pos[1:], m)
+        for p, e, gid in zip(pos, ends, ids):
+            t0 = t if (p == 0 and series is not NO_SERIES and gid == series) else 0
+            keep[p : min(e, p + max(0, w - t0))] = False
+        return keep
+
+
+def _run(U: np.ndarray, WT: np.ndarray, a: float, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """States of len(U) steps from state x into ``out``; returns the last state (a copy)."""
+    buf = np.empty_like(x)
+    for i in range(U.shape[0]):
+        np.dot(x, WT, out=buf)
+        buf += U[i]
+        if a == 1.0:
+            np.tanh(buf, out=out[i])
+        else:
+            np.tanh(buf, out=buf)
+            np.multiply(x, 1.0 - a, out=out[i])
+            out[i] += a * buf
+        x = out[i]
+    return x.copy()

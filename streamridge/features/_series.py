@@ -1,0 +1,116 @@
+"""Series (group id) bookkeeping shared by the stateful maps and the pass.
+
+Stateful maps (:class:`~streamridge.features.EchoStateNetwork`,
+:class:`~streamridge.features.Delays`) read rows as time steps; ``groups`` names
+the series of every row.  Each series must be one contiguous run of rows in time
+order; a series id that comes back after another series is an error naming the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def run_heads(groups: np.ndarray | None, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and ids of the first row of every run of equal group ids.
+
+    Parameters
+    ----------
+    groups : array of shape (n_rows,) or None
+        None: one series (id 0).
+    n_rows : int
+
+    Returns
+    -------
+    pos : array of int64 of shape (n_runs,)
+        Always starts with 0 when ``n_rows > 0``.
+    ids : array of shape (n_runs,)
+    """
+    if n_rows == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    if groups is None:
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    g = np.asarray(groups).reshape(-1)
+    change = np.flatnonzero(g[1:] != g[:-1]) + 1
+    pos = np.concatenate([[0], change]).astype(np.int64)
+    return pos, g[pos]
+
+
+def check_contiguous(pos: np.ndarray, ids: np.ndarray, row_start: int = 0) -> None:
+    """Raise if a series id occurs in two separate runs (rows of a series not contiguous).
+
+    Parameters
+    ----------
+    pos : array of int of shape (n_runs,)
+        Row of the first row of each run, relative to ``row_start``.
+    ids : array of shape (n_runs,)
+        Series id of each run, consecutive runs having different ids.
+    row_start : int
+        Global index of row 0 (for the message).
+
+    Raises
+    ------
+    InputError
+    """
+    if len(ids) < 2:
+        return
+    counts = np.unique(ids, return_counts=True)[1]
+    if np.all(counts == 1):
+        return
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) + 1
+    k = int(min(order[dup]))  # the earliest run that repeats an earlier series
+    raise InputError(
+        f"series {_plain(ids[k])!r} starts again at row {int(pos[k]) + row_start} after other series; "
+        "stateful feature maps need the rows of each series contiguous and in time order "
+        "(sort the data by series, then time)"
+    )
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def merge_chunk_heads(heads: list[tuple[np.ndarray, np.ndarray]], starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Global run heads from per-chunk run heads (a run crossing a chunk boundary is one run).
+
+    Parameters
+    ----------
+    heads : list of (pos, ids) per chunk, ``pos`` relative to the chunk's first row
+    starts : array of int of shape (n_chunks,)
+        Global first row of every chunk.
+
+    Returns
+    -------
+    pos : array of int64 (global rows), ids : array
+    """
+    all_pos: list[np.ndarray] = []
+    all_ids: list[np.ndarray] = []
+    last: Any = _NOTHING
+    for (pos, ids), s in zip(heads, starts):
+        if len(ids) == 0:
+            continue
+        if last is not _NOTHING and ids[0] == last:
+            pos, ids = pos[1:], ids[1:]
+        if len(ids):
+            all_pos.append(pos + int(s))
+            all_ids.append(ids)
+            last = ids[-1]
+    if not all_pos:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    return np.concatenate(all_pos).astype(np.int64), np.concatenate(all_ids)
+
+
+class _Nothing:
+    def __repr__(self) -> str:
+        return "<no series>"
+
+
+_NOTHING: Any = _Nothing()
+NO_SERIES: Any = _NOTHING
+"""State marker: no series seen yet (the next row starts a series)."""

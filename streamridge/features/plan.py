@@ -1,0 +1,194 @@
+"""The pass's hook for feature maps: chunks grouped into lanes, one lane = one task.
+
+A *lane* is a run of consecutive chunks whose map state is carried from one to the
+next; lanes are independent and run in parallel.
+
+* stateless map: every chunk is a lane;
+* stateful map (exact): a lane is a maximal run of chunks in which each chunk
+  continues the series of the chunk before it (so series run in parallel, and
+  the chunks of one series in row order);
+* stateful map with ``warmup=W``: every chunk is a lane, and a chunk that continues
+  a series first runs the map over the W rows before it (from rest) and discards them.
+
+A lane task reads its chunks one at a time (memory of one chunk, whatever the
+lane's length), maps them, and returns the merged statistics of the lane.
+This module is the only place the pass knows about feature maps
+(:func:`streamridge.stream.accumulate` calls :func:`lane_calls` and :func:`lane_task`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import CheckpointError, NonFiniteError
+from ._base import FeatureMap, check_features
+from ._series import check_contiguous, merge_chunk_heads, run_heads
+
+
+def series_runs(groups: Any, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First row and id of every series run, checked contiguous (reads the group column once).
+
+    Parameters
+    ----------
+    groups : dask array of shape (n_rows,) with the chunks of the pass, array, or None
+    starts : array of int of shape (n_chunks,)
+        Global first row of every chunk.
+
+    Returns
+    -------
+    pos : array of int64 (global rows), ids : array
+    """
+    if groups is None:
+        return np.asarray(starts[:1], dtype=np.int64), np.zeros(min(1, len(starts)), dtype=np.int64)
+    if not hasattr(groups, "dask"):
+        g = np.asarray(groups).reshape(-1)
+        pos, ids = run_heads(g, g.shape[0])
+        pos = pos + int(starts[0]) if len(starts) else pos
+    else:
+        import dask
+
+        blocks = groups.reshape(-1).to_delayed().reshape(-1)
+        heads = dask.compute(*[dask.delayed(_heads)(b) for b in blocks], scheduler="threads")
+        pos, ids = merge_chunk_heads(list(heads), np.asarray(starts))
+    check_contiguous(pos, ids)
+    return pos, ids
+
+
+def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
+    g = np.asarray(block).reshape(-1)
+    return run_heads(g, g.shape[0])
+
+
+class Lane:
+    """Chunks ``first .. stop - 1`` of the pass and the warm-up rows before them (a plain class:
+    dask must not look inside it, the task reads the blocks itself)."""
+
+    def __init__(self, first: int, stop: int, blocks: list[tuple[Any, ...]], starts: list[int],
+                 prefix: tuple[Any, Any, int] | None, init: Any = None) -> None:
+        self.first, self.stop, self.blocks, self.starts, self.prefix = first, stop, blocks, starts, prefix
+        self.init = init  # the map's state before the lane (None: from rest)
+
+
+def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.ndarray) -> list[tuple[int, int, int | None]]:
+    """``(first chunk, stop chunk, warm-up start row or None)`` of every lane.
+
+    Parameters
+    ----------
+    fmap : the fitted map
+    starts : global first row of every chunk
+    n_rows_end : global index one past the last row
+    heads : global first rows of the series runs (sorted)
+    """
+    n = len(starts)
+    if not fmap.stateful:
+        return [(i, i + 1, None) for i in range(n)]
+    cont = ~np.isin(starts, heads)  # chunk i continues the series of chunk i - 1
+    warmup = getattr(fmap, "warmup", None)
+    if warmup:
+        out: list[tuple[int, int, int | None]] = []
+        for i in range(n):
+            if not cont[i]:
+                out.append((i, i + 1, None))
+                continue
+            series_start = int(heads[np.searchsorted(heads, starts[i], side="right") - 1])
+            out.append((i, i + 1, max(series_start, int(starts[i]) - int(warmup))))
+        return out
+    firsts = [i for i in range(n) if i == 0 or not cont[i]]
+    return [(a, b, None) for a, b in zip(firsts, [*firsts[1:], n])]
+
+
+def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: Any) -> list[tuple[tuple[()], tuple[Lane, Any]]]:
+    """Calls ``((), (lane, spec))`` of the lanes starting at chunk ``first`` or later.
+
+    Parameters
+    ----------
+    source : the Source of the pass
+    spec : PassSpec with ``features`` set (fitted)
+    starts : global first row of every chunk
+    first : chunks before this one are done (a resumed checkpoint ends at a lane end)
+    block : function (array, chunk index) -> dask block
+    """
+    fmap = spec.features
+    fmap.check_width(int(source.X.shape[1]))
+    offset = int(starts[0]) if len(starts) else 0
+    heads = series_runs(source.groups, starts)[0] if fmap.stateful else np.zeros(0, dtype=np.int64)
+    calls = []
+    for a, b, warm in plan_lanes(fmap, starts, offset + int(source.X.shape[0]), heads):
+        if a < first < b:  # cannot happen: checkpoints are saved at lane ends of the same plan
+            raise CheckpointError(f"the checkpoint ends inside a lane of chunks {a}-{b - 1}; delete it and rerun the pass")
+        if a < first:
+            continue
+        blocks = [tuple(block(getattr(source, n), i) for n in ("X", "y", "groups", "sample_weight")) for i in range(a, b)]
+        prefix = None
+        if warm is not None:
+            lo, hi = warm - offset, int(starts[a]) - offset
+            prefix = (source.X[lo:hi], None if source.groups is None else source.groups[lo:hi], warm)
+        init = spec.features_state if a == 0 and fmap.stateful else None
+        calls.append(((), (Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init), spec)))
+    return calls
+
+
+def lane_task(lane: Lane, spec: Any) -> Any:
+    """Merged statistics of a lane's chunks, the map applied with its state carried (pure).
+
+    Raises
+    ------
+    NonFiniteError
+        Raw X has NaN/inf (for a stateful map even with ``skip_nonfinite``: it would
+        spoil the state of the rest of the series), or the map produced NaN/inf.
+    """
+    from ..executors import _materialize, materialize_all
+    from ..stats import merge
+    from ..stream import chunk_task
+
+    fmap: FeatureMap = spec.features
+    state = fmap.init_state() if lane.init is None else lane.init
+    if lane.prefix is not None:
+        Xp, gp, row = lane.prefix
+        with np.errstate(over="ignore", invalid="ignore"):  # the warm-up rows' features are discarded
+            _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
+    out = None
+    for blocks, start in zip(lane.blocks, lane.starts):
+        X, y, g, w = materialize_all(blocks)
+        g = _flat(g)
+        F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
+        part = chunk_task(F, y, g, w, start, spec, drop=drop)
+        out = part if out is None else merge(out, part)
+    if fmap.stateful and out is not None:
+        out.features_state = state  # type: ignore[attr-defined]  # read by the pass after the last lane
+    return out
+
+
+def _flat(g: Any) -> np.ndarray | None:
+    return None if g is None else np.asarray(g).reshape(-1)
+
+
+def _map_chunk(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None, state: Any, skip: bool) -> tuple[np.ndarray, np.ndarray | None, Any]:
+    """Features, rows to leave out (washout) and the new state of one chunk."""
+    bad = ~np.isfinite(X).reshape(X.shape[0], -1).all(axis=1) if X.dtype.kind in "fc" else np.zeros(X.shape[0], bool)
+    if bad.any() and (fmap.stateful or not skip):
+        rows = (np.flatnonzero(bad)[:5] + start).tolist()
+        extra = " (a stateful feature map cannot skip rows)" if skip else "; or skip those rows (skip_nonfinite=True, --skip-nonfinite)"
+        raise NonFiniteError(
+            f"X has NaN or inf in {int(bad.sum())} row(s) of the chunk of rows {start}-{start + X.shape[0] - 1}, "
+            f"first at rows {rows}; clean the data{extra}"
+        )
+    if bad.any():
+        X = np.where(bad[:, None], 0.0, X)
+    keep = fmap.keep_mask(X.shape[0], g, state)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
+        F, state = fmap.apply_chunk(X, start, g, state)
+    _check_good(F, bad, start, fmap)
+    if bad.any():
+        F[bad] = np.nan  # dropped by the statistics kernel (skip_nonfinite)
+    return F, None if keep is None else ~keep, state
+
+
+def _check_good(F: np.ndarray, bad: np.ndarray, start: int, fmap: FeatureMap) -> None:
+    """Non-finite features in rows whose raw input was finite: an error naming the rows."""
+    if bad.any():
+        F = F.copy()
+        F[bad] = 0.0
+    check_features(F, start, fmap)
