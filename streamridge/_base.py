@@ -25,7 +25,7 @@ from sklearn.utils.validation import (
 
 from . import __version__
 from .errors import FoldError, InputError, ParameterError
-from .folds import FoldScheme, make_scheme
+from .folds import FoldScheme, folds_from_splits, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
 from .magnitudes import check_finite
@@ -67,6 +67,109 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+_CV_KINDS = "an int >= 2, 'groups', 'blocks', a scikit-learn splitter or an iterable of (train, test) index arrays"
+
+
+def _is_splits(cv: Any) -> bool:
+    """Whether ``cv`` is a scikit-learn splitter or an iterable of (train, test) pairs."""
+    if isinstance(cv, (str, bytes, bool, np.bool_, int, np.integer)):
+        return False
+    return hasattr(cv, "split") or hasattr(cv, "__iter__")
+
+
+def _check_cv(cv: Any) -> None:
+    if _is_splits(cv):
+        return
+    ok = (isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_)) and cv >= 2) or (
+        isinstance(cv, str) and cv in ("groups", "blocks")
+    )
+    if not ok:
+        raise ParameterError(f"cv must be {_CV_KINDS}; got cv={cv!r}")
+
+
+def _split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
+    """Fold id per row from a splitter's ``split(X, y, groups)`` or from (train, test) pairs.
+
+    The splitter sees the source's (lazy) arrays; the usual ones only read the
+    row count, y (stratified) or the groups.
+    """
+    n = int(src.X.shape[0])
+    if hasattr(cv, "split"):
+        try:
+            splits = list(cv.split(src.X, src.y, src.groups))
+        except ValueError as exc:  # e.g. GroupKFold without groups, more splits than rows
+            raise ParameterError(f"cv={cv!r} cannot split these rows: {str(exc).splitlines()[0]}") from None
+    else:
+        splits = cv
+    ids, scheme = folds_from_splits(splits, n, seed=seed)
+    return scheme, ids
+
+
+def _with_folds(src: Any, ids: np.ndarray) -> Any:
+    """The source with its groups column replaced by fold ids (chunked like its rows)."""
+    import dataclasses
+
+    import dask.array as da
+
+    col = da.from_array(ids, chunks=(src.X.chunks[0],))
+    if dataclasses.is_dataclass(src):
+        return dataclasses.replace(src, groups=col)  # type: ignore[type-var]
+    return type(src)(**{**vars(src), "groups": col})
+
+
+def _check_label_type(y: np.ndarray) -> None:
+    """Refuse continuous (or otherwise unknown) labels in one line, as scikit-learn does.
+
+    The type of the distinct values is the type of the labels, so lazy sources
+    are checked on their distinct values without reading y twice.
+    """
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:
+        raise InputError(" ".join(str(exc).split())) from None
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to this process now (None where unknown)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return None
+
+
+#: copies of the statistics held during a pass, at the least: the running total, a merge level, chunk results in flight
+PASS_COPIES = 4
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def _check_stats_memory(n_folds: int, n_classes: int, n_features: int, n_targets: int) -> None:
+    """Refuse, before the pass, statistics that cannot fit in the memory available now.
+
+    One copy takes ``K x C x (N^2 + N T + N + 2 T + 2) x 8`` bytes; a pass
+    holds at least :data:`PASS_COPIES` copies.
+    """
+    K, C, N, T = n_folds, n_classes, n_features, n_targets
+    one = 8 * K * C * (N * N + N * T + N + 2 * T + 2)
+    avail = _available_memory()
+    if avail is None or PASS_COPIES * one <= avail:
+        return
+    what = f"{K} folds x {C} classes x {N} features" + (f" x {T} targets" if T > 1 else "")
+    fix = (
+        "check that y holds class labels (not a continuous target) or merge rare classes"
+        if C > 1
+        else "use fewer features or folds"
+    )
+    raise InputError(
+        f"the statistics of {what} take {_gb(one)} per copy and a pass holds at least {PASS_COPIES} copies "
+        f"({_gb(PASS_COPIES * one)}), more than the {_gb(avail)} of memory available; {fix}"
+    )
+
+
 def _is_lazy(a: Any) -> bool:
     """Data that goes through open_source (dask arrays, Sources, paths, zarr groups, h5py files/groups)."""
     storage = type(a).__module__.split(".")[0] in ("zarr", "h5py") and type(a).__name__ in ("Group", "File")
@@ -87,11 +190,7 @@ class _StreamRidgeBase(BaseEstimator):
     def _check_params(self) -> None:
         if self.alphas is not None:
             check_alphas(self.alphas)
-        cv = self.cv
-        if isinstance(cv, (bool, np.bool_)) or not (
-            (isinstance(cv, (int, np.integer)) and cv >= 2) or cv in ("groups", "blocks")
-        ):
-            raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
+        _check_cv(self.cv)
         if self.solver not in ("eigen", "covariance"):
             raise ParameterError(f"solver must be 'eigen' or 'covariance'; got solver={self.solver!r}")
         if self.alpha_rule not in ("min", "1se"):
@@ -125,7 +224,7 @@ class _StreamRidgeBase(BaseEstimator):
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
-        check_classification_targets(y)
+        _check_label_type(y)
         if reset:
             labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
             if labels.shape[0] < 2:
@@ -183,7 +282,19 @@ class _StreamRidgeBase(BaseEstimator):
                 raise InputError(f"groups has {groups.shape[0]} entries for {X.shape[0]} rows of X")
         return open_source(X, y=y, groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
 
-    def _scheme(self, src: Any, *, partial: bool) -> FoldScheme:
+    def _scheme(self, src: Any, *, partial: bool) -> tuple[FoldScheme, np.ndarray | None]:
+        """The fold scheme and, for explicit splits, the fold id of every row."""
+        cv = self.cv
+        if _is_splits(cv):
+            if partial:
+                raise ParameterError(
+                    "cv given as splits fixes the fold of every row of one data set; partial_fit cannot add "
+                    "rows to it; use fit, or cv=K with partial_fit"
+                )
+            return _split_folds(cv, src, int(self.random_state or 0))
+        return self._rule_scheme(src, partial=partial), None
+
+    def _rule_scheme(self, src: Any, *, partial: bool) -> FoldScheme:
         n = int(src.X.shape[0])
         cv = self.cv
         has_groups = src.groups is not None
@@ -211,7 +322,10 @@ class _StreamRidgeBase(BaseEstimator):
             return None
         if classes is None:
             y = src.y
+            if y.ndim == 2 and y.shape[1] != 1:
+                raise InputError(f"a classifier needs 1-D class labels y; got y of shape {tuple(y.shape)}")
             labels = _distinct(y)
+            _check_label_type(labels)
         else:
             labels = np.unique(np.asarray(classes))
         if labels.shape[0] < 2:
@@ -278,12 +392,22 @@ class _StreamRidgeBase(BaseEstimator):
                 labels = self._classes(src, classes)
                 if labels is not None:
                     self._labels = np.asarray(labels)
-            scheme = self._scheme(src, partial=partial)
+            scheme, fold_ids = self._scheme(src, partial=partial)
+            if fold_ids is not None:
+                src = _with_folds(src, fold_ids)
             n_targets = self._n_targets(src, labels)
-            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), self._fit_features(src))
+            features = self._fit_features(src)
+            n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)
+            _check_stats_memory(scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets)
+            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
             self._y_1d = (src.y.ndim == 1) if labels is None else True
             offset = 0
         else:
+            if self._spec.scheme.kind == "splits":
+                raise ParameterError(
+                    "these statistics use folds from explicit cv splits; partial_fit cannot add rows to them; "
+                    "refit with all rows"
+                )
             if self._classifier and classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self._labels):
                 raise ParameterError(f"classes changed between partial_fit calls: {self._labels.tolist()} vs {np.unique(classes).tolist()}")
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
@@ -370,7 +494,10 @@ class _StreamRidgeBase(BaseEstimator):
         if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
             raise InputError("only one class has rows with positive sample weight; a classifier needs at least two classes")
         fi, std, bal = bool(self.fit_intercept), bool(self.standardize), self._balanced()
-        forms = build_forms(stats, fit_intercept=fi, standardize=std, balanced=bal)
+        scheme = self._spec.scheme
+        forms = build_forms(
+            stats, fit_intercept=fi, standardize=std, balanced=bal, train_only=scheme.train_only, forward=scheme.forward
+        )
         full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
         alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
         per_target = bool(self.alpha_per_target)
@@ -445,7 +572,7 @@ class _StreamRidgeBase(BaseEstimator):
         self.alphas_ = np.asarray(alphas)
         self.fold_errors_ = E
         cv_errors = E.sum(axis=1)  # (R, T)
-        self.n_folds_ = stats.n_folds
+        self.n_folds_ = int(E.shape[1])  # validated folds (explicit splits may add a train-only fold)
         self.support_ = support
         one = self._y_1d and not self._classifier
         self.cv_errors_ = cv_errors[:, 0] if one else cv_errors

@@ -13,6 +13,13 @@ Schemes
 ``group``   fold = splitmix64(group_id, seed) mod K (all rows of a group share a fold)
 ``logo``    one fold per distinct group value (leave-one-group-out)
 ``blocks``  K contiguous blocks of rows (time series); needs the row count up front
+``splits``  an explicit fold id per row, made from a scikit-learn splitter or from
+            (train, test) index arrays by :func:`folds_from_splits`; the ids travel
+            with the rows as a column (like group ids), the scheme keeps their
+            digest and, when short, their run-length encoding.  ``training`` is
+            ``"complement"`` (train on all other rows, K-fold) or ``"forward"``
+            (train on the folds before, TimeSeriesSplit); with ``train_only=1``
+            fold 0 holds rows that are never validated but always trained on.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
-SCHEMES = ("hash", "group", "logo", "blocks")
+SCHEMES = ("hash", "group", "logo", "blocks", "splits")
+TRAININGS = ("complement", "forward")
+#: run-length encodings of explicit fold ids longer than this are not stored (the digest is)
+MAX_RUNS = 1000
 
 
 def splitmix64(values: np.ndarray, seed: int) -> np.ndarray:
@@ -77,14 +87,24 @@ class FoldScheme:
 
     Parameters
     ----------
-    kind : {"hash", "group", "logo", "blocks"}
+    kind : {"hash", "group", "logo", "blocks", "splits"}
     n_folds : int
+        Number of fold cells of the statistics (for ``splits`` with
+        ``train_only=1`` one more than the folds that are validated).
     seed : int
         Seed of the hash (``random_state``).
     n_rows : int or None
         Total row count; required by ``blocks``.
     group_values : tuple or None
         Sorted distinct group values; required by ``logo``.
+    training : {"complement", "forward"}
+        Training part of a validated fold: all other folds, or the folds before it.
+    train_only : {0, 1}
+        Leading folds that are never validated (rows in no test set).
+    digest : str or None
+        BLAKE2b digest of the fold ids (``splits``): statistics of other splits never merge.
+    runs : tuple of (fold, length) pairs or None
+        Run-length encoding of the fold ids (``splits``, when at most ``MAX_RUNS`` runs).
     """
 
     kind: str
@@ -92,6 +112,10 @@ class FoldScheme:
     seed: int = 0
     n_rows: int | None = None
     group_values: tuple[Any, ...] | None = field(default=None)
+    training: str = "complement"
+    train_only: int = 0
+    digest: str | None = None
+    runs: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEMES:
@@ -102,11 +126,27 @@ class FoldScheme:
             raise ParameterError("cv='blocks' needs the row count up front (n_rows)")
         if self.kind == "logo" and self.group_values is None:
             raise ParameterError("cv='groups' needs the distinct group values")
+        if self.training not in TRAININGS or self.train_only not in (0, 1):
+            raise ParameterError(f"unknown fold training {self.training!r} / train_only={self.train_only!r}")
+        if self.kind != "splits" and (self.training != "complement" or self.train_only):
+            raise ParameterError(f"fold scheme {self.kind!r} trains on the complement of each fold")
+        if self.kind == "splits" and self.n_rows is None:
+            raise ParameterError("explicit splits need the row count (n_rows)")
+
+    @property
+    def validated(self) -> range:
+        """Indices of the folds that are validated (all but the ``train_only`` leading ones)."""
+        return range(self.train_only, self.n_folds)
+
+    @property
+    def forward(self) -> bool:
+        """Whether each fold is trained on the folds before it (forward chaining)."""
+        return self.training == "forward"
 
     @property
     def needs_groups(self) -> bool:
         """Whether :meth:`assign` needs the group ids of the rows."""
-        return self.kind in ("group", "logo")
+        return self.kind in ("group", "logo", "splits")
 
     def assign(self, row_start: int, n: int, groups: np.ndarray | None = None) -> np.ndarray:
         """Fold ids of rows ``row_start .. row_start + n - 1``.
@@ -128,6 +168,8 @@ class FoldScheme:
             return (rows * self.n_folds) // self.n_rows
         if groups is None or len(groups) != n:
             raise FoldError(f"fold scheme {self.kind!r} needs one group id per row")
+        if self.kind == "splits":
+            return self._explicit(row_start, n, np.asarray(groups))
         if self.kind == "group":
             return (splitmix64(group_keys(groups), self.seed) % np.uint64(self.n_folds)).astype(
                 np.int64
@@ -143,28 +185,58 @@ class FoldScheme:
             )
         return idx.astype(np.int64)
 
+    def _explicit(self, row_start: int, n: int, ids: np.ndarray) -> np.ndarray:
+        """The fold-id column of a ``splits`` scheme, checked against the scheme."""
+        assert self.n_rows is not None
+        if row_start + n > self.n_rows:
+            raise FoldError(
+                f"the cv splits were made for {self.n_rows} rows but row {row_start + n - 1} arrived; "
+                "splits index the rows of one fit call"
+            )
+        if ids.dtype.kind not in "iu" or (n and (ids.min() < 0 or ids.max() >= self.n_folds)):
+            raise FoldError(f"explicit fold ids must be integers in [0, {self.n_folds - 1}]")
+        return ids.astype(np.int64)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable description (saved with stats and models)."""
         gv = None if self.group_values is None else [_plain(v) for v in self.group_values]
-        return {
+        d: dict[str, Any] = {
             "kind": self.kind,
             "n_folds": int(self.n_folds),
             "seed": int(self.seed),
             "n_rows": None if self.n_rows is None else int(self.n_rows),
             "group_values": gv,
         }
+        if self.kind == "splits":  # only here, so that older schemes' dicts (and their merges) are unchanged
+            d["training"] = self.training
+            d["train_only"] = int(self.train_only)
+            d["digest"] = self.digest
+            d["runs"] = None if self.runs is None else [[int(f), int(m)] for f, m in self.runs]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FoldScheme:
         """Inverse of :meth:`to_dict`."""
         gv = d.get("group_values")
+        runs = d.get("runs")
         return cls(
             kind=d["kind"],
             n_folds=int(d["n_folds"]),
             seed=int(d.get("seed", 0)),
             n_rows=d.get("n_rows"),
             group_values=None if gv is None else tuple(gv),
+            training=str(d.get("training", "complement")),
+            train_only=int(d.get("train_only", 0)),
+            digest=d.get("digest"),
+            runs=None if runs is None else tuple((int(f), int(m)) for f, m in runs),
         )
+
+    def fold_ids(self) -> np.ndarray | None:
+        """Fold id of every row of a ``splits`` scheme, from its run-length encoding (None if not stored)."""
+        if self.runs is None:
+            return None
+        folds, lengths = np.array(self.runs, dtype=np.int64).reshape(-1, 2).T
+        return np.repeat(folds, lengths)
 
 
 def _block_permutation_folds(row_start: int, n: int, K: int, seed: int) -> np.ndarray:
@@ -219,3 +291,147 @@ def make_scheme(
     if cv == "blocks":
         return FoldScheme("blocks", int(n_blocks), seed=int(seed), n_rows=n_rows)
     raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
+
+
+def _split_indices(a: Any, n_rows: int, i: int, what: str) -> np.ndarray:
+    """Row indices of the ``what`` set of split ``i`` (integer indices or a boolean mask)."""
+    arr = np.asarray(a)
+    if arr.dtype.kind == "b":
+        if arr.shape != (n_rows,):
+            raise ParameterError(f"cv split {i}: the {what} mask has shape {arr.shape}; expected ({n_rows},)")
+        return np.flatnonzero(arr)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise ParameterError(f"cv split {i}: {what} indices must be integers; got dtype {arr.dtype}")
+    arr = arr.reshape(-1).astype(np.int64)
+    if arr.min() < 0 or arr.max() >= n_rows:
+        bad = arr[(arr < 0) | (arr >= n_rows)][0]
+        raise ParameterError(f"cv split {i}: {what} index {int(bad)} is out of range for {n_rows} rows")
+    return arr
+
+
+def _pairs(splits: Any, n_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    try:
+        items = list(splits)
+    except TypeError:
+        raise ParameterError(f"cv must yield (train, test) index arrays; got {type(splits).__name__}") from None
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or len(item) != 2:
+            raise ParameterError(f"cv split {i} is not a (train, test) pair of index arrays")
+        out.append((_split_indices(item[0], n_rows, i, "training"), _split_indices(item[1], n_rows, i, "test")))
+    if not out:
+        raise ParameterError("cv gave no (train, test) splits")
+    return out
+
+
+def _test_folds(pairs: list[tuple[np.ndarray, np.ndarray]], n_rows: int) -> np.ndarray:
+    """Split index of the test set holding each row (-1: in no test set); refuses overlapping test sets."""
+    fold = np.full(n_rows, -1, dtype=np.int64)
+    for i, (_, test) in enumerate(pairs):
+        if len(test) == 0:
+            raise ParameterError(f"cv split {i} has an empty test set")
+        if len(np.unique(test)) != len(test):
+            raise ParameterError(f"cv split {i} repeats rows in its test set")
+        taken = fold[test] >= 0
+        if taken.any():
+            r = int(test[np.flatnonzero(taken)[0]])
+            raise ParameterError(
+                f"cv splits are not a partition of the rows: row {r} is in the test sets of splits "
+                f"{int(fold[r])} and {i} (as ShuffleSplit or repeated K-fold make); use splits whose "
+                "test sets are disjoint, such as KFold"
+            )
+        fold[test] = i
+    return fold
+
+
+def _training_kind(pairs: list[tuple[np.ndarray, np.ndarray]], fold: np.ndarray) -> str:
+    """``"complement"`` if every training set is all rows outside its test set, ``"forward"`` if it is
+    all rows of earlier test sets and of no test set; otherwise a one-line :class:`ParameterError`."""
+    n = fold.shape[0]
+    before = int((fold < 0).sum()) + np.concatenate([[0], np.cumsum([len(t) for _, t in pairs])])
+    ok = {"complement": True, "forward": True}
+    for i, (train, test) in enumerate(pairs):
+        if len(train) == 0:
+            raise ParameterError(f"cv split {i} has an empty training set")
+        mask = np.zeros(n, dtype=bool)
+        mask[train] = True
+        size = int(mask.sum())
+        if size != len(train):
+            raise ParameterError(f"cv split {i} repeats rows in its training set")
+        if mask[test].any():
+            raise ParameterError(f"cv split {i} has rows in both its training and its test set")
+        ft = fold[train]
+        ok["complement"] &= size == n - len(test)
+        ok["forward"] &= size == int(before[i]) and bool(np.all(ft < i))
+        if not (ok["complement"] or ok["forward"]):
+            raise ParameterError(_bad_training_message(i, mask, fold))
+    return "complement" if ok["complement"] else "forward"
+
+
+def _bad_training_message(i: int, mask: np.ndarray, fold: np.ndarray) -> str:
+    unused = np.flatnonzero((fold < 0) & ~mask)
+    if len(unused):
+        return (
+            f"cv splits are not a partition of the rows: rows {unused[:5].tolist()} are in no test set and "
+            f"not in the training set of split {i}; every row must be in exactly one test set "
+            "(rows in no test set are allowed only when every training set holds them; a TimeSeriesSplit gap or "
+            "max_train_size leaves rows out)"
+        )
+    return (
+        f"the training set of cv split {i} is neither all rows outside its test set (K-fold) nor all rows "
+        "before it (forward chaining, as TimeSeriesSplit without gap or max_train_size); such splits "
+        "cannot be computed from per-fold statistics"
+    )
+
+
+def _runs(ids: np.ndarray) -> tuple[tuple[int, int], ...] | None:
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(ids)) + 1])
+    if len(starts) > MAX_RUNS:
+        return None
+    lengths = np.diff(np.concatenate([starts, [len(ids)]]))
+    return tuple((int(ids[s]), int(m)) for s, m in zip(starts, lengths))
+
+
+def folds_from_splits(splits: Any, n_rows: int, *, seed: int = 0) -> tuple[np.ndarray, FoldScheme]:
+    """Fold id per row and the ``splits`` scheme of an iterable of (train, test) index arrays.
+
+    The test sets must be disjoint.  Every training set must be either all rows
+    outside its test set (K-fold, GroupKFold, PredefinedSplit, ...) or all rows
+    of the earlier test sets plus the rows of no test set (forward chaining,
+    TimeSeriesSplit).  Rows in no test set form fold 0, which is trained on and
+    never validated; test set i is fold i (+1 when there is such a fold 0).
+
+    Parameters
+    ----------
+    splits : iterable of (array of int or bool, array of int or bool)
+    n_rows : int
+    seed : int
+        Kept in the scheme (``random_state``); the folds do not use it.
+
+    Returns
+    -------
+    fold_ids : array of int32 of shape (n_rows,)
+    scheme : FoldScheme
+
+    Raises
+    ------
+    ParameterError
+        One line naming the split and rows that make the splits unusable
+        (overlapping test sets, rows used nowhere, training sets of another form).
+    """
+    pairs = _pairs(splits, n_rows)
+    fold = _test_folds(pairs, n_rows)
+    training = _training_kind(pairs, fold)
+    train_only = int((fold < 0).any())
+    ids = (fold + train_only).astype(np.int32)
+    digest = hashlib.blake2b(ids.astype("<i4").tobytes(), digest_size=16).hexdigest()
+    n_folds = len(pairs) + train_only
+    if n_folds < 2:
+        raise ParameterError("cv needs at least 2 folds; got 1 split that covers every row")
+    scheme = FoldScheme(
+        "splits", n_folds, seed=int(seed), n_rows=int(n_rows), training=training,
+        train_only=train_only, digest=digest, runs=_runs(ids),
+    )
+    return ids, scheme

@@ -26,8 +26,10 @@ part's weighted standard deviation ``s_j`` (ddof=0, 1 where it is zero), i.e.
 ``A -> S^-1 A S^-1``, ``B -> S^-1 B``; coefficients are reported as ``W / s``.
 
 Class reweighting (``class_weight="balanced"``): in every part, each row of
-class c gets weight ``n_part / (C n_part,c)`` (row counts), applied to the
-cells before they are merged.
+class c gets weight ``n_part / (C n_part,c)``, applied to the cells before they
+are merged.  ``n`` are sample-weight sums (row counts when unweighted), as in
+scikit-learn's ``compute_class_weight(..., sample_weight=)``: a row of integer
+weight w counts as w rows, a row of weight 0 as none.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 from .errors import FoldError
 from .magnitudes import check_finite, check_stats_range
 from .parallel import map_folds
-from .parts import add_outer, add_training_between, cell_group, training_within
+from .parts import add_outer, add_training_between, cell_group, exclusive_sums, training_within
 from .stats import FoldStats
 
 
@@ -108,30 +110,33 @@ class FullForm:
     n: float
 
 
-def class_factors(count: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray:
-    """Per-class row weights of one part, given its row counts of shape (C,).
+def class_factors(weight: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray:
+    """Per-class row weights of one part, given its per-class weight sums of shape (C,).
 
-    ``balanced=True`` gives ``n / (C n_c)``; an array gives fixed per-class
-    weights (a user's ``class_weight`` dict); False gives ones.
+    ``balanced=True`` gives ``n / (C n_c)`` with ``n_c`` the weight sum of
+    class c (its row count when unweighted), as scikit-learn's
+    ``compute_class_weight(..., sample_weight=)``; an array gives fixed
+    per-class weights (a user's ``class_weight`` dict); False gives ones.
     """
-    C = count.shape[0]
+    C = weight.shape[0]
     if isinstance(balanced, np.ndarray):
         return balanced.astype(np.float64)
     if not balanced or C == 1:
         return np.ones(C)
-    n = count.sum()
-    return np.where(count > 0, n / (C * np.maximum(count, 1)), 0.0)
+    n = weight.sum()
+    return np.where(weight > 0, n / (C * np.where(weight > 0, weight, 1.0)), 0.0)
 
 
-def part_factors(stats: FoldStats, balanced: bool | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def part_factors(stats: FoldStats, balanced: bool | np.ndarray, *, forward: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Class factors of every training part and every validation part, two arrays of shape (K, C).
 
-    Row counts of a training part are integer sums, so ``total - count[k]`` is exact.
+    Class totals are weight sums; a training part's are exclusive prefix/suffix
+    sums (prefix only with ``forward``), never a subtraction.
     """
-    count = stats.count
-    train = count.sum(axis=0)[None, :] - count
+    weight = stats.weight
+    train = exclusive_sums(weight, np.empty_like(weight), forward=forward)
     ft = np.stack([class_factors(train[k], balanced) for k in range(stats.n_folds)])
-    fv = np.stack([class_factors(count[k], balanced) for k in range(stats.n_folds)])
+    fv = np.stack([class_factors(weight[k], balanced) for k in range(stats.n_folds)])
     return ft, fv
 
 
@@ -162,8 +167,23 @@ def build_forms(
     fit_intercept: bool = True,
     standardize: bool = False,
     balanced: bool | np.ndarray = False,
+    train_only: int = 0,
+    forward: bool = False,
 ) -> Forms:
-    """Training and validation quadratic forms of every fold (see module docstring).
+    """Training and validation quadratic forms of every validated fold (see module docstring).
+
+    Parameters
+    ----------
+    stats : FoldStats
+    fit_intercept, standardize : bool
+    balanced : bool or array of shape (n_classes,)
+        Class weights (see :func:`class_factors`).
+    train_only : int
+        Leading folds that are never validated (rows of no test set of explicit
+        splits); they are part of every training part.
+    forward : bool
+        Train fold k on folds ``0 .. k-1`` only (forward chaining, as
+        scikit-learn's TimeSeriesSplit) instead of on all other folds.
 
     Raises
     ------
@@ -174,29 +194,36 @@ def build_forms(
     """
     check_folds(stats, balanced=balanced)
     check_stats_range(stats)
-    K, N, T = stats.n_folds, stats.n_features, stats.n_targets
-    ft, fv = part_factors(stats, balanced)
-    At, Bt, _ = within = training_within(stats, ft)
+    N, T = stats.n_features, stats.n_targets
+    ft, fv = part_factors(stats, balanced, forward=forward)
+    folds = list(range(train_only, stats.n_folds))
+    for k in folds:
+        if float((stats.weight[:k] if forward else np.delete(stats.weight, k, axis=0)).sum()) <= 0:
+            raise FoldError(f"the training part of fold {k} has zero total weight; use other folds")
+    within = training_within(stats, ft, forward=forward)
+    At, Bt = within[0][train_only:], within[1][train_only:]
+    K = len(folds)
     Av, Bv, cv = np.empty((K, N, N)), np.empty((K, N, T)), np.empty((K, T))
     xo, yo, sc, n_train, n_val = np.empty((K, N)), np.empty((K, T)), np.empty((K, N)), np.empty(K), np.empty(K)
 
-    def one(k: int) -> None:
-        mx, my, n_train[k] = add_training_between(stats, k, ft[k], *(w[k] for w in within))
-        xo[k], yo[k], sc[k] = _finish_training(At[k], Bt[k], mx, my, float(n_train[k]), fit_intercept, standardize)
+    def one(i: int) -> None:
+        k = folds[i]
+        mx, my, n_train[i] = add_training_between(stats, k, ft[k], *(w[k] for w in within), forward=forward)
+        xo[i], yo[i], sc[i] = _finish_training(At[i], Bt[i], mx, my, float(n_train[i]), fit_intercept, standardize)
         cells = np.zeros(stats.weight.shape, dtype=bool)
         cells[k] = True
         v = cell_group(stats, cells, fv[k])
-        n_val[k] = n_v = float(v.n[0])
-        dx, dy = v.mean_x[0] - xo[k], v.mean_y[0] - yo[k]
-        Av[k] = v.sxx[0]
-        add_outer(Av[k], n_v, dx, dx)  # BLAS: overflow gives inf silently, refused below
+        n_val[i] = n_v = float(v.n[0])
+        dx, dy = v.mean_x[0] - xo[i], v.mean_y[0] - yo[i]
+        Av[i] = v.sxx[0]
+        add_outer(Av[i], n_v, dx, dx)  # BLAS: overflow gives inf silently, refused below
         with np.errstate(over="ignore", invalid="ignore"):  # overflow: ScaleError after the forms are built
-            Bv[k] = v.sxy[0]
-            Bv[k] += n_v * np.outer(dx, dy)
-            cv[k] = v.syy[0] + n_v * dy * dy
+            Bv[i] = v.sxy[0]
+            Bv[i] += n_v * np.outer(dx, dy)
+            cv[i] = v.syy[0] + n_v * dy * dy
         if standardize:
-            Av[k] /= np.outer(sc[k], sc[k])
-            Bv[k] /= sc[k][:, None]
+            Av[i] /= np.outer(sc[i], sc[i])
+            Bv[i] /= sc[i][:, None]
 
     map_folds(one, K)
     # PSD forms: off-diagonal entries are bounded by the diagonal ones, which are checked
@@ -216,7 +243,7 @@ def build_full_form(
     if float(stats.weight.sum()) <= 0:
         raise FoldError("no rows with positive weight; nothing to fit")
     check_stats_range(stats)
-    whole = cell_group(stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.count.sum(axis=0), balanced))
+    whole = cell_group(stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.weight.sum(axis=0), balanced))
     A, B, n = whole.sxx[0], whole.sxy[0], float(whole.n[0])
     if np.shares_memory(A, stats.sxx):  # a single cell comes back as views; the form is modified in place
         A, B = A.copy(), B.copy()

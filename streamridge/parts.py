@@ -67,13 +67,16 @@ def add_outer(out: np.ndarray, alpha: float, x: np.ndarray, y: np.ndarray) -> No
         out[...] = r.T
 
 
-def exclusive_sums(S: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out[k] = sum_{j != k} S[j]`` by a prefix and a suffix pass (no subtraction); returns ``out``."""
+def exclusive_sums(S: np.ndarray, out: np.ndarray, *, forward: bool = False) -> np.ndarray:
+    """``out[k] = sum_{j != k} S[j]`` by a prefix and a suffix pass (no subtraction); returns ``out``.
+
+    With ``forward`` only the prefix: ``out[k] = sum_{j < k} S[j]`` (forward chaining).
+    """
     K = S.shape[0]
     out[0] = 0.0
     for k in range(1, K):
         np.add(out[k - 1], S[k - 1], out=out[k])
-    if K > 1:
+    if K > 1 and not forward:
         run = S[K - 1].copy()
         for k in range(K - 2, -1, -1):
             out[k] += run
@@ -82,19 +85,19 @@ def exclusive_sums(S: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _weighted_within(arr: np.ndarray, factors: np.ndarray, out: np.ndarray) -> None:
-    """``out[k] = sum_{j != k} sum_c factors[k, c] arr[j, c]`` for arr of shape (K, C, ...)."""
+def _weighted_within(arr: np.ndarray, factors: np.ndarray, out: np.ndarray, forward: bool = False) -> None:
+    """``out[k] = sum_{j != k} sum_c factors[k, c] arr[j, c]`` for arr of shape (K, C, ...) (``j < k`` with ``forward``)."""
     C = factors.shape[1]
     tail = (slice(None),) + (None,) * (arr.ndim - 2)
     if C == 1:
-        exclusive_sums(arr[:, 0], out)
+        exclusive_sums(arr[:, 0], out, forward=forward)
         if not np.all(factors == 1.0):
             out *= factors[tail]
         return
     out[...] = 0.0
     tmp = np.empty_like(out)
     for c in range(C):
-        exclusive_sums(arr[:, c], tmp)
+        exclusive_sums(arr[:, c], tmp, forward=forward)
         tmp *= factors[(slice(None), c, *tail[1:])]
         out += tmp
 
@@ -110,20 +113,34 @@ def _between(
     return m_x, m_y, s * (mx - m_x), s * (my - m_y)
 
 
-def training_within(stats: FoldStats, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Within sums ``sum_{j != k} sum_c factors[k, c] S_jc`` of the K training parts: sxx (K, N, N), sxy (K, N, T), syy (K, T)."""
+def training_within(
+    stats: FoldStats, factors: np.ndarray, *, forward: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Within sums ``sum_{j != k} sum_c factors[k, c] S_jc`` of the K training parts: sxx (K, N, N), sxy (K, N, T), syy (K, T).
+
+    With ``forward`` the training part of fold k is folds ``j < k`` (forward chaining).
+    """
     K, N, T = stats.n_folds, stats.n_features, stats.n_targets
     sxx, sxy, syy = np.empty((K, N, N)), np.empty((K, N, T)), np.empty((K, T))
-    _weighted_within(stats.sxx, factors, sxx)
-    _weighted_within(stats.sxy, factors, sxy)
-    _weighted_within(stats.syy, factors, syy)
+    _weighted_within(stats.sxx, factors, sxx, forward)
+    _weighted_within(stats.sxy, factors, sxy, forward)
+    _weighted_within(stats.syy, factors, syy, forward)
     return sxx, sxy, syy
 
 
 def add_training_between(
-    stats: FoldStats, k: int, factors: np.ndarray, sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray
+    stats: FoldStats,
+    k: int,
+    factors: np.ndarray,
+    sxx: np.ndarray,
+    sxy: np.ndarray,
+    syy: np.ndarray,
+    *,
+    forward: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Add the between term of training part k (cells of all folds but k, class factors (C,)) to its within sums in place.
+
+    With ``forward`` the part is the cells of folds ``j < k``.
 
     Returns
     -------
@@ -133,7 +150,7 @@ def add_training_between(
         The part's means and weight sum.
     """
     K, N, T = stats.n_folds, stats.n_features, stats.n_targets
-    others = np.arange(K) != k
+    others = np.arange(K) < k if forward else np.arange(K) != k
     v = (stats.weight[others] * factors).reshape(-1)
     mean_x, mean_y, Dx, Dy = _between(
         v, stats.mean_x[others].reshape(-1, N), stats.mean_y[others].reshape(-1, T)
