@@ -90,13 +90,15 @@ def _check_cv(cv: Any) -> None:
 def _split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
     """Fold id per row from a splitter's ``split(X, y, groups)`` or from (train, test) pairs.
 
-    The splitter sees the source's (lazy) arrays; the usual ones only read the
-    row count, y (stratified) or the groups.
+    The splitter sees X as the source's lazy array (the usual splitters read
+    only its row count), 1-D y and the groups as NumPy columns.
     """
     n = int(src.X.shape[0])
     if hasattr(cv, "split"):
+        y = src.y if src.y is None or src.y.ndim > 1 else np.asarray(src.y)
+        groups = None if src.groups is None else np.asarray(src.groups)
         try:
-            splits = list(cv.split(src.X, src.y, src.groups))
+            splits = list(cv.split(src.X, y, groups))
         except ValueError as exc:  # e.g. GroupKFold without groups, more splits than rows
             raise ParameterError(f"cv={cv!r} cannot split these rows: {str(exc).splitlines()[0]}") from None
     else:

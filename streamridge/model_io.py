@@ -94,7 +94,8 @@ def _params(estimator: Any) -> tuple[dict[str, Any], list[str]]:
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for name, value in estimator.get_params(deep=False).items():
-        safe = json_safe(value)
+        # cv given as splits: the header's fold scheme records the folds (digest, runs), not O(rows) index lists
+        safe = UNSAFE if name == "cv" and not isinstance(value, (int, np.integer, str)) else json_safe(value)
         if safe is UNSAFE:
             dropped.append(name)
         else:

@@ -110,6 +110,9 @@ def estimator_summary(estimator: Any) -> dict[str, Any]:
     """:func:`cv_summary` of a fitted estimator (uses ``stats_`` when present)."""
     stats: FoldStats | None = getattr(estimator, "stats_", None)
     fold_weight = stats.weight if stats is not None else getattr(estimator, "_fold_weight", None)
+    spec = getattr(estimator, "_spec", None)
+    if fold_weight is not None and spec is not None:  # validated folds only (explicit splits: fold 0 may be train-only)
+        fold_weight = np.asarray(fold_weight)[spec.scheme.train_only :]
     y_sumsq = None
     if stats is not None and stats.meta.get("task", "regression") == "regression":
         y_sumsq = combine(stats, np.ones(stats.weight.shape, dtype=bool)).syy[0, 0]

@@ -7,16 +7,17 @@ from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
 
-def balanced_weights(cls: np.ndarray, n_classes: int) -> np.ndarray:
-    """Row weights n / (C n_c) of one part (scikit-learn's 'balanced' convention)."""
-    counts = np.bincount(cls, minlength=n_classes)
-    return len(cls) / (n_classes * counts[cls])
+def balanced_weights(cls: np.ndarray, n_classes: int, sample_weight: np.ndarray | None = None) -> np.ndarray:
+    """Row factors n / (C n_c) of one part, n_c the class's weight sum (scikit-learn's 'balanced'
+    convention, ``compute_class_weight(..., sample_weight=)``; row counts when unweighted)."""
+    counts = np.bincount(cls, weights=sample_weight, minlength=n_classes)
+    return counts.sum() / (n_classes * counts[cls])
 
 
 def part_weights(sw, cls, n_classes, balanced, mask):
     w = np.ones(mask.sum()) if sw is None else sw[mask].astype(float)
     if balanced:
-        w = w * balanced_weights(cls[mask], n_classes)
+        w = w * balanced_weights(cls[mask], n_classes, w)
     return w
 
 

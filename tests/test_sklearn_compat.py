@@ -7,7 +7,10 @@ global index; ``class_weight="balanced"`` counts a row of weight w as w rows.
 
 from __future__ import annotations
 
-from sklearn.utils.estimator_checks import check_sample_weight_equivalence_on_dense_data, parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_sample_weight_equivalence_on_dense_data,
+    parametrize_with_checks,
+)
 
 from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
 
