@@ -29,9 +29,18 @@ _COMMON_DOC = """
     alphas : array-like of shape (n_alphas,) or None
         Grid of regularization strengths (positive).  None: a log-spaced grid
         of 50 values from 1e-6 to 1e3 times the mean eigenvalue of X'X.
-    cv : int, "groups" or "blocks"
+    cv : int, "groups", "blocks", scikit-learn splitter or iterable of (train, test)
         K folds by a seeded hash of the global row index (of the group id when
         ``groups`` are given), one fold per group, or ``n_blocks`` contiguous blocks.
+        A splitter (KFold, StratifiedKFold, GroupKFold, LeaveOneGroupOut,
+        PredefinedSplit, TimeSeriesSplit, ...; ``split(X, y, groups)`` is called
+        once) or (train, test) index arrays give an explicit fold per row: the
+        test sets must be disjoint, and every training set all rows outside its
+        test set (K-fold) or all rows before it (forward chaining, as
+        TimeSeriesSplit).  Rows in no test set are trained on and never
+        validated.  Splits that are not of these forms (ShuffleSplit, a
+        TimeSeriesSplit gap) are refused; ``fit`` only, not ``partial_fit``.
+        See docs/folds.md.
     fit_intercept : bool
         Unpenalized intercept, computed exactly per training fold.
     standardize : bool
@@ -92,6 +101,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         Validation squared error summed over all folds.
     fold_errors_ : array of shape (n_alphas, n_folds, n_targets)
     n_folds_ : int
+        Folds that are validated (explicit splits may add one train-only fold to ``stats_``).
     stats_ : FoldStats
     feature_names_ : array of str
         Feature names read from the data source or statistics (when it has them).
@@ -176,7 +186,9 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         + """
     class_weight : None, "balanced" or dict
         "balanced" is class-reweighted ridge regression (CRRR): in every training
-        and validation part each row of class c gets weight n_part / (C n_part,c).
+        and validation part each row of class c gets weight n_part / (C n_part,c),
+        with n the sample-weight sums (row counts when unweighted), as
+        scikit-learn's ``compute_class_weight(..., sample_weight=)``.
         A dict {label: weight} gives fixed per-class weights.
 
     Attributes

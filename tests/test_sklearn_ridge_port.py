@@ -33,6 +33,7 @@ def ols_ridge_dataset(request):
         X = make_low_rank_matrix(n_samples=n_samples, n_features=n_features, effective_rank=min(n_samples, n_features), random_state=rng)
         X[:, -1] = 1
         U, s, _ = linalg.svd(X)
+        assert np.all(s > 1e-3)  # well conditioned, as scikit-learn checks
         k = min(n_samples, n_features)
         if request.param == "long":
             y = X @ rng.uniform(low=-10, high=10, size=n_features) + U[:, k:] @ rng.normal(size=n_samples - n_features) ** 2
