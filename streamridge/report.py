@@ -206,6 +206,9 @@ def _short(values: list[Any], n: int = 10) -> str:
 def scheme_text(scheme: dict[str, Any]) -> str:
     """Words for a fold scheme dict (``FoldScheme.to_dict()``)."""
     kind = scheme.get("kind")
+    if kind == "splits":
+        form = "forward chaining" if scheme.get("training") == "forward" else "K-fold"
+        return f"given splits, {form}" + (", plus rows never validated" if scheme.get("train_only") else "")
     return {
         "hash": "rows hashed to folds",
         "group": "groups hashed to folds",

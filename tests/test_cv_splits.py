@@ -17,6 +17,7 @@ from sklearn.model_selection import (
     PredefinedSplit,
     RepeatedKFold,
     ShuffleSplit,
+    StratifiedGroupKFold,
     StratifiedKFold,
     TimeSeriesSplit,
 )
@@ -151,19 +152,30 @@ def test_zarr_path_source(rng, tmp_path):
     check_against_refits(est, X, y, list(cv.split(X)))
 
 
+@pytest.mark.parametrize("grouped", [False, True])
 @pytest.mark.parametrize("balanced", [False, True])
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_classifier_stratified_splits_equal_refits(rng, balanced, n_classes):
+def test_classifier_stratified_splits_equal_refits(rng, balanced, n_classes, grouped):
     X, _ = make_data(rng)
     labels = rng.choice(np.array(["a", "b", "c"])[:n_classes], size=len(X), p=[0.6, 0.3, 0.1][:n_classes] / np.sum([0.6, 0.3, 0.1][:n_classes]))
     w = rng.uniform(0.5, 2.0, len(X))
-    cv = StratifiedKFold(4, shuffle=True, random_state=0)
+    cv = StratifiedGroupKFold(4) if grouped else StratifiedKFold(4, shuffle=True, random_state=0)
+    groups = GROUPS if grouped else None
     est = StreamRidgeClassifierCV(ALPHAS, cv=cv, class_weight="balanced" if balanced else None)
-    est.fit(X, labels, sample_weight=w)
+    est.fit(X, labels, groups=groups, sample_weight=w)
     cls = np.searchsorted(est.classes_, labels)
     Y = np.where(cls == 1, 1.0, -1.0)[:, None] if n_classes == 2 else np.where(cls[:, None] == np.arange(n_classes), 1.0, -1.0)
-    splits = list(cv.split(X, labels))
+    splits = list(cv.split(X, labels, groups))
     check_against_refits(est, X, Y, splits, w=w, cls=cls, n_classes=n_classes, balanced=balanced)
+
+
+def test_single_holdout_split(rng):
+    """One (train, test) split: the training rows form a fold that is never validated."""
+    X, y = make_data(rng)
+    splits = [(np.arange(90), np.arange(90, 120))]
+    est = StreamRidgeCV(ALPHAS, cv=splits).fit(X, y)
+    assert est.n_folds_ == 1 and est.stats_.n_folds == 2
+    check_against_refits(est, X, y, splits)
 
 
 def test_forward_chaining_trains_only_on_the_past(rng):
