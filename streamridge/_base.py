@@ -25,12 +25,14 @@ from sklearn.utils.validation import (
 
 from . import __version__
 from .errors import FoldError, InputError, ParameterError
-from .folds import FoldScheme, folds_from_splits, make_scheme
+from .folds import FoldScheme, make_scheme
 from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
 from .magnitudes import check_finite
+from .memory import check_stats_memory
 from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
+from .splits import check_cv, is_splits, split_folds, with_folds
 from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
 
@@ -67,58 +69,6 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-_CV_KINDS = "an int >= 2, 'groups', 'blocks', a scikit-learn splitter or an iterable of (train, test) index arrays"
-
-
-def _is_splits(cv: Any) -> bool:
-    """Whether ``cv`` is a scikit-learn splitter or an iterable of (train, test) pairs."""
-    if isinstance(cv, (str, bytes, bool, np.bool_, int, np.integer)):
-        return False
-    return hasattr(cv, "split") or hasattr(cv, "__iter__")
-
-
-def _check_cv(cv: Any) -> None:
-    if _is_splits(cv):
-        return
-    ok = (isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_)) and cv >= 2) or (
-        isinstance(cv, str) and cv in ("groups", "blocks")
-    )
-    if not ok:
-        raise ParameterError(f"cv must be {_CV_KINDS}; got cv={cv!r}")
-
-
-def _split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
-    """Fold id per row from a splitter's ``split(X, y, groups)`` or from (train, test) pairs.
-
-    The splitter sees X as the source's lazy array (the usual splitters read
-    only its row count), 1-D y and the groups as NumPy columns.
-    """
-    n = int(src.X.shape[0])
-    if hasattr(cv, "split"):
-        y = src.y if src.y is None or src.y.ndim > 1 else np.asarray(src.y)
-        groups = None if src.groups is None else np.asarray(src.groups)
-        try:
-            splits = list(cv.split(src.X, y, groups))
-        except ValueError as exc:  # e.g. GroupKFold without groups, more splits than rows
-            raise ParameterError(f"cv={cv!r} cannot split these rows: {str(exc).splitlines()[0]}") from None
-    else:
-        splits = cv
-    ids, scheme = folds_from_splits(splits, n, seed=seed)
-    return scheme, ids
-
-
-def _with_folds(src: Any, ids: np.ndarray) -> Any:
-    """The source with its groups column replaced by fold ids (chunked like its rows)."""
-    import dataclasses
-
-    import dask.array as da
-
-    col = da.from_array(ids, chunks=(src.X.chunks[0],))
-    if dataclasses.is_dataclass(src):
-        return dataclasses.replace(src, groups=col)  # type: ignore[type-var]
-    return type(src)(**{**vars(src), "groups": col})
-
-
 def _check_label_type(y: np.ndarray) -> None:
     """Refuse continuous (or otherwise unknown) labels in one line, as scikit-learn does.
 
@@ -129,47 +79,6 @@ def _check_label_type(y: np.ndarray) -> None:
         check_classification_targets(y)
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from None
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to this process now (None where unknown)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:
-        return None
-
-
-#: copies of the statistics held during a pass, at the least: the running total, a merge level, chunk results in flight
-PASS_COPIES = 4
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
-def _check_stats_memory(n_folds: int, n_classes: int, n_features: int, n_targets: int) -> None:
-    """Refuse, before the pass, statistics that cannot fit in the memory available now.
-
-    One copy takes ``K x C x (N^2 + N T + N + 2 T + 2) x 8`` bytes; a pass
-    holds at least :data:`PASS_COPIES` copies.
-    """
-    K, C, N, T = n_folds, n_classes, n_features, n_targets
-    one = 8 * K * C * (N * N + N * T + N + 2 * T + 2)
-    avail = _available_memory()
-    if avail is None or PASS_COPIES * one <= avail:
-        return
-    what = f"{K} folds" + (f" x {C} classes" if C > 1 else "") + f" x {N} features" + (f" x {T} targets" if T > 1 and C == 1 else "")
-    fix = (
-        "check that y holds class labels (not a continuous target) or merge rare classes"
-        if C > 1
-        else "use fewer features or folds"
-    )
-    raise InputError(
-        f"the statistics of {what} take {_gb(one)} per copy and a pass holds at least {PASS_COPIES} copies "
-        f"({_gb(PASS_COPIES * one)}), more than the {_gb(avail)} of memory available; {fix}"
-    )
 
 
 def _is_lazy(a: Any) -> bool:
@@ -192,7 +101,7 @@ class _StreamRidgeBase(BaseEstimator):
     def _check_params(self) -> None:
         if self.alphas is not None:
             check_alphas(self.alphas)
-        _check_cv(self.cv)
+        check_cv(self.cv)
         if self.solver not in ("eigen", "covariance"):
             raise ParameterError(f"solver must be 'eigen' or 'covariance'; got solver={self.solver!r}")
         if self.alpha_rule not in ("min", "1se"):
@@ -287,13 +196,13 @@ class _StreamRidgeBase(BaseEstimator):
     def _scheme(self, src: Any, *, partial: bool) -> tuple[FoldScheme, np.ndarray | None]:
         """The fold scheme and, for explicit splits, the fold id of every row."""
         cv = self.cv
-        if _is_splits(cv):
+        if is_splits(cv):
             if partial:
                 raise ParameterError(
                     "cv given as splits fixes the fold of every row of one data set; partial_fit cannot add "
                     "rows to it; use fit, or cv=K with partial_fit"
                 )
-            return _split_folds(cv, src, int(self.random_state or 0))
+            return split_folds(cv, src, int(self.random_state or 0))
         return self._rule_scheme(src, partial=partial), None
 
     def _rule_scheme(self, src: Any, *, partial: bool) -> FoldScheme:
@@ -396,11 +305,11 @@ class _StreamRidgeBase(BaseEstimator):
                     self._labels = np.asarray(labels)
             scheme, fold_ids = self._scheme(src, partial=partial)
             if fold_ids is not None:
-                src = _with_folds(src, fold_ids)
+                src = with_folds(src, fold_ids)
             n_targets = self._n_targets(src, labels)
             features = self._fit_features(src)
             n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)
-            _check_stats_memory(scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets)
+            check_stats_memory(scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
             self._y_1d = (src.y.ndim == 1) if labels is None else True
             offset = 0

@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-import streamridge._base as base
+import streamridge.memory as memory
 from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
 from streamridge.errors import InputError
 from streamridge.sources import open_source
@@ -69,7 +69,7 @@ def test_lazy_2d_labels_are_refused(continuous):
 
 
 def test_too_many_classes_for_memory_is_refused_before_the_pass(rng, monkeypatch):
-    monkeypatch.setattr(base, "_available_memory", lambda: 2 * 10**9)
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * 10**9)
     X = rng.standard_normal((2000, 300))
     labels = rng.integers(0, 200, 2000)  # 200 classes: 5 x 200 x (300^2 + 300 x 200) x 8 B = 1.2 GB per copy
     rows = []
@@ -79,7 +79,7 @@ def test_too_many_classes_for_memory_is_refused_before_the_pass(rng, monkeypatch
         assert "\n" not in str(info.value)
     assert rows == []
     # the same labels fit when the memory is there
-    monkeypatch.setattr(base, "_available_memory", lambda: 6 * 10**9)
+    monkeypatch.setattr(memory, "available_memory", lambda: 6 * 10**9)
     assert StreamRidgeClassifierCV(alphas=[1.0]).fit(X[:, :20], labels).classes_.shape == (200,)
 
 
@@ -93,6 +93,6 @@ def test_statistics_larger_than_any_memory_are_refused(rng):
 
 
 def test_unknown_memory_does_not_block(rng, monkeypatch):
-    monkeypatch.setattr(base, "_available_memory", lambda: None)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)
     X = rng.standard_normal((40, 3))
     assert StreamRidgeCV(alphas=[1.0]).fit(X, X[:, 0]).coef_.shape == (3,)
