@@ -68,7 +68,7 @@ def split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
         try:
             splits = list(cv.split(src.X, y, groups))
         except ValueError as exc:  # e.g. GroupKFold without groups, more splits than rows
-            raise ParameterError(f"cv={cv!r} cannot split these rows: {str(exc).splitlines()[0]}") from None
+            raise ParameterError(f"cv={cv!r} cannot split {n} sample(s): {str(exc).splitlines()[0]}") from None
     else:
         splits = cv
     ids, scheme = folds_from_splits(splits, n, seed=seed)

@@ -191,6 +191,18 @@ def test_forward_chaining_trains_only_on_the_past(rng):
     assert a.stats_.meta["scheme"]["training"] == "forward"
 
 
+@pytest.mark.parametrize("selection", ["forward", "backward"])
+def test_feature_selection_on_forward_chaining_splits(rng, selection):
+    """Selection uses the same per-split forms: the final set's errors equal refits on those features."""
+    X, y = make_data(rng, N=8)
+    cv = TimeSeriesSplit(4)
+    est = StreamRidgeCV(ALPHAS, cv=cv, selection=selection).fit(X, y)
+    sub = np.flatnonzero(est.support_)
+    assert 0 < len(sub) <= 8
+    ref = split_errors(X[:, sub], y, list(cv.split(X)), ALPHAS)
+    np.testing.assert_allclose(est.fold_errors_, ref, rtol=1e-8)
+
+
 # ------------------------------------------------------------------ refusals
 
 
@@ -208,7 +220,7 @@ def test_forward_chaining_trains_only_on_the_past(rng):
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60),)], "split 1 is not a \\(train, test\\) pair"),
         ([], "cv gave no"),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 120.0))], "must be integers"),
-        (GroupKFold(3), "cannot split these rows"),  # no groups given
+        (GroupKFold(3), "cannot split 120 sample"),  # no groups given
         ("fold", "cv must be an int >= 2, 'groups', 'blocks', a scikit-learn splitter"),
         (1.5, "cv must be"),
         (True, "cv must be"),

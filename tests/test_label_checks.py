@@ -68,6 +68,7 @@ def test_lazy_2d_labels_are_refused(continuous):
         StreamRidgeClassifierCV().fit(da.from_array(X, chunks=(50, -1)), da.from_array(Y, chunks=(50, -1)))
 
 
+@pytest.mark.filterwarnings("ignore:The number of unique classes")
 def test_too_many_classes_for_memory_is_refused_before_the_pass(rng, monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: 2 * 10**9)
     X = rng.standard_normal((2000, 300))
