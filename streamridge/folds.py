@@ -329,10 +329,13 @@ def _pairs(splits: Any, n_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def _test_folds(pairs: list[tuple[np.ndarray, np.ndarray]], n_rows: int) -> np.ndarray:
     """Split index of the test set holding each row (-1: in no test set); refuses overlapping test sets."""
     fold = np.full(n_rows, -1, dtype=np.int64)
+    slot = np.zeros(n_rows, dtype=np.int64)  # position of a row in its test array: duplicates overwrite
     for i, (_, test) in enumerate(pairs):
         if len(test) == 0:
             raise ParameterError(f"cv split {i} has an empty test set")
-        if len(np.unique(test)) != len(test):
+        positions = np.arange(len(test))
+        slot[test] = positions
+        if not np.array_equal(slot[test], positions):
             raise ParameterError(f"cv split {i} repeats rows in its test set")
         taken = fold[test] >= 0
         if taken.any():

@@ -218,6 +218,11 @@ def test_feature_selection_on_forward_chaining_splits(rng, selection):
         ([(np.arange(60, 120), np.arange(60)), (np.arange(30), np.arange(60, 120))], "training set of cv split 1 is neither"),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 121))], "index 120 is out of range for 120 rows"),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60),)], "split 1 is not a \\(train, test\\) pair"),
+        ([(np.arange(60, 120), np.r_[np.arange(60), 5]), (np.arange(60), np.arange(60, 120))], "split 0 repeats rows in its test set"),
+        ([(np.r_[np.arange(60, 120), 61], np.arange(60)), (np.arange(60), np.arange(60, 120))], "split 0 repeats rows in its training set"),
+        ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.zeros(0, int))], "split 1 has an empty test set"),
+        ([(np.zeros(0, int), np.arange(60)), (np.arange(60), np.arange(60, 120))], "split 0 has an empty training set"),
+        ([(np.ones(120, bool), np.ones(119, bool))], r"the test mask has shape \(119,\); expected \(120,\)"),
         ([], "cv gave no"),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 120.0))], "must be integers"),
         (GroupKFold(3), "cannot split 120 sample"),  # no groups given
