@@ -409,6 +409,8 @@ class _StreamRidgeBase(BaseEstimator):
         forms = build_forms(
             stats, fit_intercept=fi, standardize=std, balanced=bal, train_only=scheme.train_only, forward=scheme.forward
         )
+        if self.alpha_rule == "1se" and forms.n_folds < 2:
+            raise ParameterError("alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1")
         full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
         alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
         per_target = bool(self.alpha_per_target)

@@ -176,6 +176,8 @@ def test_single_holdout_split(rng):
     est = StreamRidgeCV(ALPHAS, cv=splits).fit(X, y)
     assert est.n_folds_ == 1 and est.stats_.n_folds == 2
     check_against_refits(est, X, y, splits)
+    with pytest.raises(ParameterError, match="alpha_rule='1se' needs at least 2 validated folds"):
+        StreamRidgeCV(ALPHAS, cv=splits, alpha_rule="1se").fit(X, y)
 
 
 def test_forward_chaining_trains_only_on_the_past(rng):
