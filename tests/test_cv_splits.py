@@ -299,3 +299,15 @@ def test_shards_of_a_split_merge_into_the_full_pass(rng):
     with pytest.raises(Exception, match="same features, targets and fold scheme"):
         other = StreamRidgeCV(ALPHAS, cv=KFold(4, shuffle=True, random_state=9)).compute_stats(X, y, rows=(50, 120))
         merge(parts[0], other)
+
+
+def test_older_schemes_dicts_are_unchanged_and_splits_round_trip():
+    """Statistics saved before explicit splits existed still merge: their scheme dicts gain no keys."""
+    assert FoldScheme("hash", 5).to_dict() == {"kind": "hash", "n_folds": 5, "seed": 0, "n_rows": None, "group_values": None}
+    with pytest.raises(ParameterError, match="trains on the complement"):
+        FoldScheme("hash", 5, training="forward")
+    ids, scheme = folds_from_splits(TimeSeriesSplit(3).split(np.zeros((40, 1))), 40)
+    assert scheme.forward and scheme.train_only == 1 and list(scheme.validated) == [1, 2, 3]
+    assert FoldScheme.from_dict(scheme.to_dict()) == scheme
+    np.testing.assert_array_equal(scheme.fold_ids(), ids)
+    np.testing.assert_array_equal(ids, np.repeat([0, 1, 2, 3], 10))
