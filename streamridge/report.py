@@ -111,11 +111,14 @@ def estimator_summary(estimator: Any) -> dict[str, Any]:
     stats: FoldStats | None = getattr(estimator, "stats_", None)
     fold_weight = stats.weight if stats is not None else getattr(estimator, "_fold_weight", None)
     spec = getattr(estimator, "_spec", None)
-    if fold_weight is not None and spec is not None:  # validated folds only (explicit splits: fold 0 may be train-only)
-        fold_weight = np.asarray(fold_weight)[spec.scheme.train_only :]
+    skip = 0 if spec is None else spec.scheme.train_only  # explicit splits: fold 0 may be trained on, never validated
+    if fold_weight is not None:
+        fold_weight = np.asarray(fold_weight)[skip:]
     y_sumsq = None
     if stats is not None and stats.meta.get("task", "regression") == "regression":
-        y_sumsq = combine(stats, np.ones(stats.weight.shape, dtype=bool)).syy[0, 0]
+        validated = np.ones(stats.weight.shape, dtype=bool)
+        validated[:skip] = False
+        y_sumsq = combine(stats, validated).syy[0, 0]
     return cv_summary(
         estimator.alphas_, estimator.alpha_, estimator.fold_errors_, fold_weight, y_sumsq=y_sumsq
     )

@@ -277,6 +277,14 @@ def test_scheme_is_stored_without_pickle_and_round_trips(rng, tmp_path):
     m = load_model(tmp_path / "m.npz")
     assert m.n_folds_ == 3 and m._spec.scheme == est._spec.scheme
     np.testing.assert_array_equal(m.predict(X), est.predict(X))
+    # the CV summary covers the validated rows only (not the train-only fold 0)
+    from streamridge.report import estimator_summary
+
+    summary = estimator_summary(est)
+    val = cv.test_fold >= 0
+    r2 = 1 - est.cv_errors_[list(est.alphas_).index(est.alpha_)] / ((y[val] - y[val].mean()) ** 2).sum()
+    assert summary["cv_r2"] == pytest.approx(r2, rel=1e-10)
+    assert summary["cv_mse"] == pytest.approx(est.cv_errors_.min() / val.sum(), rel=1e-10)
 
 
 def test_long_shuffled_split_keeps_digest_not_runs(rng):
