@@ -305,7 +305,7 @@ class _StreamRidgeBase(BaseEstimator):
                     self._labels = np.asarray(labels)
             scheme, fold_ids = self._scheme(src, partial=partial)
             if fold_ids is not None:
-                src = with_folds(src, fold_ids)
+                src = with_folds(src, scheme, fold_ids)
             n_targets = self._n_targets(src, labels)
             features = self._fit_features(src)
             n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)

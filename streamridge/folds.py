@@ -146,7 +146,7 @@ class FoldScheme:
     @property
     def needs_groups(self) -> bool:
         """Whether :meth:`assign` needs the group ids of the rows."""
-        return self.kind in ("group", "logo", "splits")
+        return self.kind in ("group", "logo") or (self.kind == "splits" and self.runs is None)
 
     def assign(self, row_start: int, n: int, groups: np.ndarray | None = None) -> np.ndarray:
         """Fold ids of rows ``row_start .. row_start + n - 1``.
@@ -166,10 +166,10 @@ class FoldScheme:
                     "arrived; pass the total row count (n_rows) of all data"
                 )
             return (rows * self.n_folds) // self.n_rows
+        if self.kind == "splits":
+            return self._explicit(row_start, n, None if groups is None else np.asarray(groups))
         if groups is None or len(groups) != n:
             raise FoldError(f"fold scheme {self.kind!r} needs one group id per row")
-        if self.kind == "splits":
-            return self._explicit(row_start, n, np.asarray(groups))
         if self.kind == "group":
             return (splitmix64(group_keys(groups), self.seed) % np.uint64(self.n_folds)).astype(
                 np.int64
@@ -185,14 +185,21 @@ class FoldScheme:
             )
         return idx.astype(np.int64)
 
-    def _explicit(self, row_start: int, n: int, ids: np.ndarray) -> np.ndarray:
-        """The fold-id column of a ``splits`` scheme, checked against the scheme."""
+    def _explicit(self, row_start: int, n: int, ids: np.ndarray | None) -> np.ndarray:
+        """Fold ids of a ``splits`` scheme: from its runs (a pure function of the row index) when
+        stored, else from the fold-id column, checked against the scheme."""
         assert self.n_rows is not None
         if row_start + n > self.n_rows:
             raise FoldError(
                 f"the cv splits were made for {self.n_rows} rows but row {row_start + n - 1} arrived; "
                 "splits index the rows of one fit call"
             )
+        if self.runs is not None:
+            folds, lengths = np.array(self.runs, dtype=np.int64).reshape(-1, 2).T
+            rows = np.arange(row_start, row_start + n, dtype=np.int64)
+            return folds[np.searchsorted(np.cumsum(lengths), rows, side="right")]
+        if ids is None or len(ids) != n:
+            raise FoldError("explicit cv splits without stored runs need the fold id of every row")
         if ids.dtype.kind not in "iu" or (n and (ids.min() < 0 or ids.max() >= self.n_folds)):
             raise FoldError(f"explicit fold ids must be integers in [0, {self.n_folds - 1}]")
         return ids.astype(np.int64)

@@ -1,8 +1,9 @@
 """``cv=`` given as a scikit-learn splitter or as (train, test) index arrays.
 
 The splits become one fold id per row (:func:`streamridge.folds.folds_from_splits`
-checks that they are usable); the ids replace the source's groups column, so
-they travel with the rows through the pass, through shards (``rows=``) and
+checks that they are usable).  Contiguous folds are stored as runs and computed
+from the row index; other ids replace the source's groups column, so they
+travel with the rows through the pass, through shards (``rows=``) and
 checkpoints like group ids do.
 """
 
@@ -75,13 +76,18 @@ def split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
     return scheme, ids
 
 
-def with_folds(src: Any, ids: np.ndarray) -> Any:
-    """The source with its groups column replaced by fold ids (chunked like its rows)."""
+def with_folds(src: Any, scheme: FoldScheme, ids: np.ndarray) -> Any:
+    """The source with its groups column replaced by the fold ids (chunked like its rows).
+
+    When the scheme stores the ids' runs (contiguous folds: KFold without
+    shuffling, TimeSeriesSplit, ...) the folds are a function of the row index
+    and the source carries no column at all (nothing to ship to workers).
+    """
     import dataclasses
 
     import dask.array as da
 
-    col = da.from_array(ids, chunks=(src.X.chunks[0],))
+    col = None if scheme.runs is not None else da.from_array(ids, chunks=(src.X.chunks[0],))
     if dataclasses.is_dataclass(src):
         return dataclasses.replace(src, groups=col)  # type: ignore[type-var]
     return type(src)(**{**vars(src), "groups": col})

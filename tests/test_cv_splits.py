@@ -319,3 +319,22 @@ def test_older_schemes_dicts_are_unchanged_and_splits_round_trip():
     assert FoldScheme.from_dict(scheme.to_dict()) == scheme
     np.testing.assert_array_equal(scheme.fold_ids(), ids)
     np.testing.assert_array_equal(ids, np.repeat([0, 1, 2, 3], 10))
+
+
+@pytest.mark.parametrize("cv", [TimeSeriesSplit(4), KFold(4), KFold(4, shuffle=True, random_state=5)])
+def test_fold_runs_and_fold_column_agree(rng, monkeypatch, cv):
+    """Contiguous folds are computed from stored runs (no column); without runs the fold-id column
+    is used.  Both give the same statistics, also for shards at row offsets."""
+    import streamridge.folds as folds_mod
+
+    X, y = make_data(rng)
+    est = StreamRidgeCV(ALPHAS, cv=cv, chunk_rows=17)
+    runs = est.fit(X, y).fold_errors_
+    assert est._spec.scheme.runs is not None  # at most MAX_RUNS runs for 120 rows
+    shards = [est.compute_stats(X, y, rows=r) for r in ((0, 55), (55, 120))]
+    monkeypatch.setattr(folds_mod, "MAX_RUNS", 0)  # force the column path
+    col = StreamRidgeCV(ALPHAS, cv=cv, chunk_rows=17).fit(X, y)
+    assert col._spec.scheme.runs is None
+    np.testing.assert_array_equal(col.fold_errors_, runs)
+    merged = StreamRidgeCV(ALPHAS).fit_stats(merge(shards[0], shards[1]))
+    np.testing.assert_allclose(merged.fold_errors_, runs, rtol=1e-12)
