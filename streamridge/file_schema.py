@@ -224,7 +224,9 @@ def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Non
     classes = h.get("classes")
     if "fold_weight" in arrays:
         c = 1 if classes is None else len(classes)
-        _shape(arrays, "fold_weight", [(k, c)])
+        scheme = h.get("scheme")
+        cells = k + (int(scheme.get("train_only", 0)) if isinstance(scheme, dict) else 0)  # + a train-only fold
+        _shape(arrays, "fold_weight", [(cells, c)])
     if h.get("selected_features") is not None and any(not 0 <= i < n for i in h["selected_features"]):
         raise _Invalid(f"selected_features has indices outside [0, {n})")
     if h.get("has_stats"):

@@ -130,8 +130,21 @@ class FoldScheme:
             raise ParameterError(f"unknown fold training {self.training!r} / train_only={self.train_only!r}")
         if self.kind != "splits" and (self.training != "complement" or self.train_only):
             raise ParameterError(f"fold scheme {self.kind!r} trains on the complement of each fold")
-        if self.kind == "splits" and self.n_rows is None:
+        if self.kind == "splits":
+            self._check_splits()
+
+    def _check_splits(self) -> None:
+        if self.n_rows is None:
             raise ParameterError("explicit splits need the row count (n_rows)")
+        if self.digest is not None and not isinstance(self.digest, str):
+            raise ParameterError(f"the digest of explicit splits must be a string; got {self.digest!r}")
+        if self.runs is not None:
+            runs = np.array(self.runs, dtype=np.int64).reshape(-1, 2)
+            if (runs[:, 1] <= 0).any() or runs[:, 1].sum() != self.n_rows or not np.isin(runs[:, 0], range(self.n_folds)).all():
+                raise ParameterError(
+                    f"the runs of explicit splits must have positive lengths summing to n_rows={self.n_rows} "
+                    f"and folds in [0, {self.n_folds - 1}]"
+                )
 
     @property
     def validated(self) -> range:

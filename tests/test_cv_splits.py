@@ -317,6 +317,9 @@ def test_older_schemes_dicts_are_unchanged_and_splits_round_trip():
     ids, scheme = folds_from_splits(TimeSeriesSplit(3).split(np.zeros((40, 1))), 40)
     assert scheme.forward and scheme.train_only == 1 and list(scheme.validated) == [1, 2, 3]
     assert FoldScheme.from_dict(scheme.to_dict()) == scheme
+    bad = {**scheme.to_dict(), "runs": [[0, 10], [1, 10]]}  # covers 20 of 40 rows
+    with pytest.raises(ParameterError, match="summing to n_rows=40"):
+        FoldScheme.from_dict(bad)
     np.testing.assert_array_equal(scheme.fold_ids(), ids)
     np.testing.assert_array_equal(ids, np.repeat([0, 1, 2, 3], 10))
 

@@ -79,7 +79,6 @@ def test_argparse_error_from_the_command_line(tmp_path):
 
 
 # ---------------------------------------------------------------------- 7.5 continuous labels (CLI side)
-@pytest.mark.xfail(strict=True, reason="needs estimator check from h7sk")
 def test_fit_classify_refuses_continuous_labels(tmp_path, rng, capsys):
     X = rng.standard_normal((200, 3))
     store = write_zarr(tmp_path / "c.zarr", X, rng.standard_normal(200), chunk_rows=50)
