@@ -44,7 +44,12 @@ def check_stats_memory(n_folds: int, n_classes: int, n_features: int, n_targets:
     avail = available_memory()
     if avail is None or PASS_COPIES * one <= avail:
         return
-    what = f"{K} folds" + (f" x {C} classes" if C > 1 else "") + f" x {N} features" + (f" x {T} targets" if T > 1 and C == 1 else "")
+    what = (
+        f"{K} folds"
+        + (f" x {C} classes" if C > 1 else "")
+        + f" x {N} features"
+        + (f" x {T} targets" if T > 1 and C == 1 else "")
+    )
     fix = (
         "check that y holds class labels (not a continuous target) or merge rare classes"
         if C > 1

@@ -16,7 +16,9 @@ import numpy as np
 from .errors import ParameterError
 from .folds import FoldScheme, folds_from_splits
 
-CV_KINDS = "an int >= 2, 'groups', 'blocks', a scikit-learn splitter or an iterable of (train, test) index arrays"
+CV_KINDS = (
+    "an int >= 2, 'groups', 'blocks', a scikit-learn splitter or an iterable of (train, test) index arrays"
+)
 
 
 def is_splits(cv: Any) -> bool:
@@ -69,7 +71,9 @@ def split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
         try:
             splits = list(cv.split(src.X, y, groups))
         except ValueError as exc:  # e.g. GroupKFold without groups, more splits than rows
-            raise ParameterError(f"cv={cv!r} cannot split {n} sample(s): {str(exc).splitlines()[0]}") from None
+            raise ParameterError(
+                f"cv={cv!r} cannot split {n} sample(s): {str(exc).splitlines()[0]}"
+            ) from None
     else:
         splits = cv
     ids, scheme = folds_from_splits(splits, n, seed=seed)

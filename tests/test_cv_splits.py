@@ -42,7 +42,19 @@ def make_data(rng, kind="well", M=120, N=6, T=1):
     return X, (Y[:, 0] if T == 1 else Y)
 
 
-def split_errors(X, Y, splits, alphas, *, fit_intercept=True, standardize=False, w=None, cls=None, n_classes=1, balanced=False):
+def split_errors(
+    X,
+    Y,
+    splits,
+    alphas,
+    *,
+    fit_intercept=True,
+    standardize=False,
+    w=None,
+    cls=None,
+    n_classes=1,
+    balanced=False,
+):
     """Validation SSE of shape (R, n_splits, T): one scikit-learn Ridge refit per split and lambda."""
     Y = Y.reshape(len(X), -1)
     out = np.zeros((len(alphas), len(splits), Y.shape[1]))
@@ -59,7 +71,9 @@ def split_errors(X, Y, splits, alphas, *, fit_intercept=True, standardize=False,
 
 
 def check_against_refits(est, X, Y, splits, *, rtol=1e-8, w=None, **kw):
-    ref = split_errors(X, Y, splits, est.alphas_, w=w, fit_intercept=est.fit_intercept, standardize=est.standardize, **kw)
+    ref = split_errors(
+        X, Y, splits, est.alphas_, w=w, fit_intercept=est.fit_intercept, standardize=est.standardize, **kw
+    )
     assert est.n_folds_ == len(splits)
     np.testing.assert_allclose(est.fold_errors_, ref, rtol=rtol, atol=rtol * ref.max() * 1e-3)
     if np.ndim(est.alpha_) == 0:
@@ -101,13 +115,17 @@ def test_splitter_equals_refits_on_its_splits(rng, name, kind, fit_intercept):
     np.testing.assert_allclose(est.coef_, m.coef_, rtol=rtol, atol=rtol * np.abs(m.coef_).max())
 
 
-@pytest.mark.parametrize("name", ["KFold-shuffled", "TimeSeriesSplit", "PredefinedSplit-with-train-only-rows"])
+@pytest.mark.parametrize(
+    "name", ["KFold-shuffled", "TimeSeriesSplit", "PredefinedSplit-with-train-only-rows"]
+)
 @pytest.mark.parametrize("standardize", [False, True])
 def test_weights_and_several_targets(rng, name, standardize):
     X, Y = make_data(rng, T=3)
     w = rng.uniform(0.2, 3.0, len(X))
     cv = SPLITTERS[name](len(X))
-    est = StreamRidgeCV(ALPHAS, cv=cv, standardize=standardize, alpha_per_target=True).fit(X, Y, sample_weight=w)
+    est = StreamRidgeCV(ALPHAS, cv=cv, standardize=standardize, alpha_per_target=True).fit(
+        X, Y, sample_weight=w
+    )
     ref = check_against_refits(est, X, Y, list(cv.split(X)), w=w)
     best = ALPHAS[np.argmin(ref.sum(axis=1), axis=0)]
     np.testing.assert_array_equal(est.alpha_, best)
@@ -135,7 +153,9 @@ def test_lazy_dask_arrays_equal_in_memory(rng):
         g = GROUPS if isinstance(cv, GroupKFold) else None
         mem = StreamRidgeCV(ALPHAS, cv=cv).fit(X, y, groups=g)
         lazy = StreamRidgeCV(ALPHAS, cv=cv).fit(
-            da.from_array(X, chunks=(25, -1)), da.from_array(y, chunks=25), groups=None if g is None else da.from_array(g, chunks=25)
+            da.from_array(X, chunks=(25, -1)),
+            da.from_array(y, chunks=25),
+            groups=None if g is None else da.from_array(g, chunks=25),
         )
         np.testing.assert_allclose(lazy.fold_errors_, mem.fold_errors_, rtol=1e-12)
         np.testing.assert_allclose(lazy.coef_, mem.coef_, rtol=1e-12)
@@ -157,14 +177,22 @@ def test_zarr_path_source(rng, tmp_path):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_stratified_splits_equal_refits(rng, balanced, n_classes, grouped):
     X, _ = make_data(rng)
-    labels = rng.choice(np.array(["a", "b", "c"])[:n_classes], size=len(X), p=[0.6, 0.3, 0.1][:n_classes] / np.sum([0.6, 0.3, 0.1][:n_classes]))
+    labels = rng.choice(
+        np.array(["a", "b", "c"])[:n_classes],
+        size=len(X),
+        p=[0.6, 0.3, 0.1][:n_classes] / np.sum([0.6, 0.3, 0.1][:n_classes]),
+    )
     w = rng.uniform(0.5, 2.0, len(X))
     cv = StratifiedGroupKFold(4) if grouped else StratifiedKFold(4, shuffle=True, random_state=0)
     groups = GROUPS if grouped else None
     est = StreamRidgeClassifierCV(ALPHAS, cv=cv, class_weight="balanced" if balanced else None)
     est.fit(X, labels, groups=groups, sample_weight=w)
     cls = np.searchsorted(est.classes_, labels)
-    Y = np.where(cls == 1, 1.0, -1.0)[:, None] if n_classes == 2 else np.where(cls[:, None] == np.arange(n_classes), 1.0, -1.0)
+    Y = (
+        np.where(cls == 1, 1.0, -1.0)[:, None]
+        if n_classes == 2
+        else np.where(cls[:, None] == np.arange(n_classes), 1.0, -1.0)
+    )
     splits = list(cv.split(X, labels, groups))
     check_against_refits(est, X, Y, splits, w=w, cls=cls, n_classes=n_classes, balanced=balanced)
 
@@ -211,19 +239,43 @@ def test_feature_selection_on_forward_chaining_splits(rng, selection):
 @pytest.mark.parametrize(
     "cv, match",
     [
-        (ShuffleSplit(3, test_size=0.3, random_state=0), "not a partition of the rows: row .* test sets of splits"),
+        (
+            ShuffleSplit(3, test_size=0.3, random_state=0),
+            "not a partition of the rows: row .* test sets of splits",
+        ),
         (RepeatedKFold(n_splits=3, n_repeats=2, random_state=0), "not a partition of the rows"),
         (TimeSeriesSplit(3, gap=2), r"in no test set and not in the training set of split 0"),
         (TimeSeriesSplit(3, max_train_size=20), r"in no test set and not in the training set"),
         ([(np.arange(60), np.arange(60, 120)), (np.arange(30), np.arange(30))], "split 1 has rows in both"),
-        ([(np.arange(60, 100), np.arange(60)), (np.arange(60), np.arange(60, 100))], r"rows \[100, 101, 102, 103, 104\] are in no test set"),
-        ([(np.arange(60, 120), np.arange(60)), (np.arange(30), np.arange(60, 120))], "training set of cv split 1 is neither"),
-        ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 121))], "index 120 is out of range for 120 rows"),
+        (
+            [(np.arange(60, 100), np.arange(60)), (np.arange(60), np.arange(60, 100))],
+            r"rows \[100, 101, 102, 103, 104\] are in no test set",
+        ),
+        (
+            [(np.arange(60, 120), np.arange(60)), (np.arange(30), np.arange(60, 120))],
+            "training set of cv split 1 is neither",
+        ),
+        (
+            [(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 121))],
+            "index 120 is out of range for 120 rows",
+        ),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60),)], "split 1 is not a \\(train, test\\) pair"),
-        ([(np.arange(60, 120), np.r_[np.arange(60), 5]), (np.arange(60), np.arange(60, 120))], "split 0 repeats rows in its test set"),
-        ([(np.r_[np.arange(60, 120), 61], np.arange(60)), (np.arange(60), np.arange(60, 120))], "split 0 repeats rows in its training set"),
-        ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.zeros(0, int))], "split 1 has an empty test set"),
-        ([(np.zeros(0, int), np.arange(60)), (np.arange(60), np.arange(60, 120))], "split 0 has an empty training set"),
+        (
+            [(np.arange(60, 120), np.r_[np.arange(60), 5]), (np.arange(60), np.arange(60, 120))],
+            "split 0 repeats rows in its test set",
+        ),
+        (
+            [(np.r_[np.arange(60, 120), 61], np.arange(60)), (np.arange(60), np.arange(60, 120))],
+            "split 0 repeats rows in its training set",
+        ),
+        (
+            [(np.arange(60, 120), np.arange(60)), (np.arange(60), np.zeros(0, int))],
+            "split 1 has an empty test set",
+        ),
+        (
+            [(np.zeros(0, int), np.arange(60)), (np.arange(60), np.arange(60, 120))],
+            "split 0 has an empty training set",
+        ),
         ([(np.ones(120, bool), np.ones(119, bool))], r"the test mask has shape \(119,\); expected \(120,\)"),
         ([], "cv gave no"),
         ([(np.arange(60, 120), np.arange(60)), (np.arange(60), np.arange(60, 120.0))], "must be integers"),
@@ -273,7 +325,9 @@ def test_scheme_is_stored_without_pickle_and_round_trips(rng, tmp_path):
     assert again.n_folds_ == 3
     save_model(est, tmp_path / "m.npz")
     header, _ = read_model(tmp_path / "m.npz")
-    assert "cv" in header["params_dropped"] and header["scheme"] == d  # folds recorded once, not as index lists
+    assert (
+        "cv" in header["params_dropped"] and header["scheme"] == d
+    )  # folds recorded once, not as index lists
     m = load_model(tmp_path / "m.npz")
     assert m.n_folds_ == 3 and m._spec.scheme == est._spec.scheme
     np.testing.assert_array_equal(m.predict(X), est.predict(X))
@@ -305,13 +359,21 @@ def test_shards_of_a_split_merge_into_the_full_pass(rng):
     merged = StreamRidgeCV(ALPHAS, cv=4).fit_stats(merge(parts[0], parts[1]))
     np.testing.assert_allclose(merged.fold_errors_, full.fold_errors_, rtol=1e-12)
     with pytest.raises(Exception, match="same features, targets and fold scheme"):
-        other = StreamRidgeCV(ALPHAS, cv=KFold(4, shuffle=True, random_state=9)).compute_stats(X, y, rows=(50, 120))
+        other = StreamRidgeCV(ALPHAS, cv=KFold(4, shuffle=True, random_state=9)).compute_stats(
+            X, y, rows=(50, 120)
+        )
         merge(parts[0], other)
 
 
 def test_older_schemes_dicts_are_unchanged_and_splits_round_trip():
     """Statistics saved before explicit splits existed still merge: their scheme dicts gain no keys."""
-    assert FoldScheme("hash", 5).to_dict() == {"kind": "hash", "n_folds": 5, "seed": 0, "n_rows": None, "group_values": None}
+    assert FoldScheme("hash", 5).to_dict() == {
+        "kind": "hash",
+        "n_folds": 5,
+        "seed": 0,
+        "n_rows": None,
+        "group_values": None,
+    }
     with pytest.raises(ParameterError, match="trains on the complement"):
         FoldScheme("hash", 5, training="forward")
     ids, scheme = folds_from_splits(TimeSeriesSplit(3).split(np.zeros((40, 1))), 40)

@@ -75,7 +75,10 @@ def test_too_many_classes_for_memory_is_refused_before_the_pass(rng, monkeypatch
     labels = rng.integers(0, 200, 2000)  # 200 classes: 5 x 200 x (300^2 + 300 x 200) x 8 B = 1.2 GB per copy
     rows = []
     for data in ((X, labels), (da.from_array(X, chunks=(500, -1)), da.from_array(labels, chunks=500))):
-        with pytest.raises(InputError, match=r"5 folds x 200 classes x 300 features take 1\.2 GB per copy .* 2\.0 GB of memory available; check that y holds class labels") as info:
+        with pytest.raises(
+            InputError,
+            match=r"5 folds x 200 classes x 300 features take 1\.2 GB per copy .* 2\.0 GB of memory available; check that y holds class labels",
+        ) as info:
             StreamRidgeClassifierCV(progress=rows.append).fit(*data)
         assert "\n" not in str(info.value)
     assert rows == []
@@ -89,7 +92,9 @@ def test_statistics_larger_than_any_memory_are_refused(rng):
     X = rng.standard_normal((30, 50_000))
     with pytest.raises(InputError, match=r"5 folds x 10 classes x 50000 features take 1000\.\d GB per copy"):
         StreamRidgeClassifierCV().fit(X, np.arange(30) % 10)
-    with pytest.raises(InputError, match=r"5 folds x 50000 features take 100\.\d GB .* use fewer features or folds"):
+    with pytest.raises(
+        InputError, match=r"5 folds x 50000 features take 100\.\d GB .* use fewer features or folds"
+    ):
         StreamRidgeCV().fit(X, rng.standard_normal(30))
 
 

@@ -30,13 +30,21 @@ def ols_ridge_dataset(request):
     out = []
     for seed in SEEDS:
         rng = np.random.RandomState(seed)
-        X = make_low_rank_matrix(n_samples=n_samples, n_features=n_features, effective_rank=min(n_samples, n_features), random_state=rng)
+        X = make_low_rank_matrix(
+            n_samples=n_samples,
+            n_features=n_features,
+            effective_rank=min(n_samples, n_features),
+            random_state=rng,
+        )
         X[:, -1] = 1
         U, s, _ = linalg.svd(X)
         assert np.all(s > 1e-3)  # well conditioned, as scikit-learn checks
         k = min(n_samples, n_features)
         if request.param == "long":
-            y = X @ rng.uniform(low=-10, high=10, size=n_features) + U[:, k:] @ rng.normal(size=n_samples - n_features) ** 2
+            y = (
+                X @ rng.uniform(low=-10, high=10, size=n_features)
+                + U[:, k:] @ rng.normal(size=n_samples - n_features) ** 2
+            )
         else:
             y = rng.uniform(low=-10, high=10, size=n_samples)
         d = np.identity(n_features)
@@ -95,7 +103,9 @@ def test_ridge_regression_sample_weights(ols_ridge_dataset, alpha, fit_intercept
     for X, y, coef in ols_ridge_dataset:
         X, y, c, b = _prepare(X, y, coef, fit_intercept)
         sw = rng.uniform(low=0, high=1, size=len(X))
-        m = _one_alpha(alpha, fit_intercept).fit(np.concatenate([X, X]), np.r_[y, y], sample_weight=np.r_[sw, 1 - sw] * alpha)
+        m = _one_alpha(alpha, fit_intercept).fit(
+            np.concatenate([X, X]), np.r_[y, y], sample_weight=np.r_[sw, 1 - sw] * alpha
+        )
         assert m.intercept_ == pytest.approx(b)
         assert_allclose(m.coef_, c, rtol=1e-7, atol=1e-9)
 
@@ -116,7 +126,9 @@ def test_ridge_sample_weight_consistency(data, fit_intercept):
     logo = LeaveOneGroupOut()
 
     def fit(X, y, g, sw=None, alphas=ALPHAS):
-        return StreamRidgeCV(alphas, cv=list(logo.split(X, groups=g)), fit_intercept=fit_intercept).fit(X, y, sample_weight=sw)
+        return StreamRidgeCV(alphas, cv=list(logo.split(X, groups=g)), fit_intercept=fit_intercept).fit(
+            X, y, sample_weight=sw
+        )
 
     # 1) ones == None
     ref = fit(X, y, g)
@@ -223,7 +235,9 @@ def test_balanced_counts_sample_weights():
     rep = np.repeat(np.arange(30), sw)
     est = StreamRidgeClassifierCV(ALPHAS, class_weight="balanced")
     a = est.set_params(cv=list(LeaveOneGroupOut().split(X, groups=g))).fit(X, y, sample_weight=sw)
-    b = StreamRidgeClassifierCV(ALPHAS, class_weight="balanced", cv=list(LeaveOneGroupOut().split(X[rep], groups=g[rep]))).fit(X[rep], y[rep])
+    b = StreamRidgeClassifierCV(
+        ALPHAS, class_weight="balanced", cv=list(LeaveOneGroupOut().split(X[rep], groups=g[rep]))
+    ).fit(X[rep], y[rep])
     assert_allclose(a.fold_errors_, b.fold_errors_, rtol=1e-9)
     assert_allclose(a.coef_, b.coef_, rtol=1e-9)
 
@@ -277,7 +291,12 @@ def test_ridge_cv_individual_penalties():
     rng = np.random.RandomState(42)
     n, N = 20, 5
     y = rng.randn(n, 3)
-    X = y[:, [0]] @ np.ones((1, N)) + y[:, [1]] @ (0.05 * np.ones((1, N))) + y[:, [2]] @ (0.001 * np.ones((1, N))) + rng.randn(n, N)
+    X = (
+        y[:, [0]] @ np.ones((1, N))
+        + y[:, [1]] @ (0.05 * np.ones((1, N)))
+        + y[:, [2]] @ (0.001 * np.ones((1, N)))
+        + rng.randn(n, N)
+    )
     alphas = (1, 100, 1000)
     optimal = [StreamRidgeCV(alphas=alphas).fit(X, t).alpha_ for t in y.T]
     cv = StreamRidgeCV(alphas=alphas, alpha_per_target=True).fit(X, y)
@@ -300,7 +319,9 @@ def test_ridgecv_equals_sklearn_on_given_splits(cv, fit_intercept):
     y = X @ rng.randn(6) + rng.randn(50)
     groups = np.arange(50) % 10 if isinstance(cv, GroupKFold) else None
     splits = list(cv.split(X, y, groups))  # RidgeCV takes groups only with metadata routing on
-    ref = RidgeCV(alphas=ALPHAS, cv=splits, scoring="neg_mean_squared_error", fit_intercept=fit_intercept).fit(X, y)
+    ref = RidgeCV(
+        alphas=ALPHAS, cv=splits, scoring="neg_mean_squared_error", fit_intercept=fit_intercept
+    ).fit(X, y)
     ours = StreamRidgeCV(ALPHAS, cv=cv, fit_intercept=fit_intercept).fit(X, y, groups=groups)
     assert ours.alpha_ == ref.alpha_
     assert_allclose(ours.coef_, ref.coef_, rtol=1e-9)
