@@ -309,7 +309,9 @@ class _StreamRidgeBase(BaseEstimator):
             n_targets = self._n_targets(src, labels)
             features = self._fit_features(src)
             n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)
-            check_stats_memory(scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets)
+            check_stats_memory(
+                scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.X.chunks[0])
+            )
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
             self._y_1d = (src.y.ndim == 1) if labels is None else True
             offset = 0

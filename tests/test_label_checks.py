@@ -77,9 +77,10 @@ def test_too_many_classes_for_memory_is_refused_before_the_pass(rng, monkeypatch
     for data in ((X, labels), (da.from_array(X, chunks=(500, -1)), da.from_array(labels, chunks=500))):
         with pytest.raises(
             InputError,
-            match=r"5 folds x 200 classes x 300 features take 1\.2 GB per copy .* 2\.0 GB of memory available; check that y holds class labels",
+            match=r"5 folds x 200 classes x 300 features take 1\.2 GB per copy and a pass over 4 chunk\(s\) holds at "
+            r"least 5 copies \(6\.0 GB\), more than the 2\.0 GB of memory available; check that y holds class labels",
         ) as info:
-            StreamRidgeClassifierCV(progress=rows.append).fit(*data)
+            StreamRidgeClassifierCV(progress=rows.append, chunk_rows=500).fit(*data)
         assert "\n" not in str(info.value)
     assert rows == []
     # the same labels fit when the memory is there
@@ -102,3 +103,14 @@ def test_unknown_memory_does_not_block(rng, monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: None)
     X = rng.standard_normal((40, 3))
     assert StreamRidgeCV(alphas=[1.0]).fit(X, X[:, 0]).coef_.shape == (3,)
+
+
+def test_memory_bound_is_a_lower_bound_of_the_pass(monkeypatch):
+    """3 + floor(log2(chunks)) copies; exactly enough memory passes, one byte less is refused."""
+    assert [memory.pass_copies(n) for n in (1, 2, 3, 4, 10, 1000)] == [3, 4, 4, 5, 6, 12]
+    one = 8 * 5 * 3 * (100 * 100 + 100 * 3 + 100 + 2 * 3 + 2)
+    monkeypatch.setattr(memory, "available_memory", lambda: 6 * one)
+    memory.check_stats_memory(5, 3, 100, 3, n_chunks=10)
+    monkeypatch.setattr(memory, "available_memory", lambda: 6 * one - 1)
+    with pytest.raises(InputError, match=r"a pass over 10 chunk\(s\) holds at least 6 copies"):
+        memory.check_stats_memory(5, 3, 100, 3, n_chunks=10)
