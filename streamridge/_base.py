@@ -304,10 +304,10 @@ class _StreamRidgeBase(BaseEstimator):
                 if labels is not None:
                     self._labels = np.asarray(labels)
             scheme, fold_ids = self._scheme(src, partial=partial)
+            features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
-                src = with_folds(src, scheme, fold_ids)
+                src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
             n_targets = self._n_targets(src, labels)
-            features = self._fit_features(src)
             n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)
             check_stats_memory(
                 scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.X.chunks[0])

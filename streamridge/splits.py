@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import folds
 from .errors import ParameterError
 from .folds import FoldScheme, folds_from_splits
 
@@ -80,18 +81,29 @@ def split_folds(cv: Any, src: Any, seed: int) -> tuple[FoldScheme, np.ndarray]:
     return scheme, ids
 
 
-def with_folds(src: Any, scheme: FoldScheme, ids: np.ndarray) -> Any:
-    """The source with its groups column replaced by the fold ids (chunked like its rows).
+def with_folds(src: Any, scheme: FoldScheme, ids: np.ndarray, *, series: bool = False) -> Any:
+    """The source whose pass sees the fold ids.
 
     When the scheme stores the ids' runs (contiguous folds: KFold without
-    shuffling, TimeSeriesSplit, ...) the folds are a function of the row index
-    and the source carries no column at all (nothing to ship to workers).
+    shuffling, TimeSeriesSplit, ...) the folds are a function of the row index:
+    the source is returned unchanged (its groups stay series ids for a feature
+    map; no column is shipped to workers).  Otherwise the groups column is
+    replaced by the fold ids (chunked like the rows), which a stateful feature
+    map (``series=True``) would read as series ids: refused in one line.
     """
     import dataclasses
 
     import dask.array as da
 
-    col = None if scheme.runs is not None else da.from_array(ids, chunks=(src.X.chunks[0],))
+    if scheme.runs is not None:
+        return src
+    if series:
+        raise ParameterError(
+            f"cv splits whose folds are not contiguous (more than {folds.MAX_RUNS} runs, as KFold(shuffle=True) makes) "
+            "cannot be combined with a stateful feature map, which reads the groups as series ids; use contiguous "
+            "splits (KFold without shuffling, TimeSeriesSplit, GroupKFold of whole series) or cv=K"
+        )
+    col = da.from_array(ids, chunks=(src.X.chunks[0],))
     if dataclasses.is_dataclass(src):
         return dataclasses.replace(src, groups=col)  # type: ignore[type-var]
     return type(src)(**{**vars(src), "groups": col})

@@ -403,3 +403,25 @@ def test_fold_runs_and_fold_column_agree(rng, monkeypatch, cv):
     np.testing.assert_array_equal(col.fold_errors_, runs)
     merged = StreamRidgeCV(ALPHAS).fit_stats(merge(shards[0], shards[1]))
     np.testing.assert_allclose(merged.fold_errors_, runs, rtol=1e-12)
+
+
+def test_splits_with_a_stateful_feature_map_keep_series_ids(rng, monkeypatch):
+    """Contiguous split folds come from the row index, so the groups stay series ids for a stateful map:
+    the CV equals the same splits on the map's features computed in memory.  Non-contiguous folds
+    would need the groups column and are refused in one line."""
+    import streamridge.folds as folds_mod
+    from streamridge.features import EchoStateNetwork
+
+    X, y = make_data(rng, N=3)
+    series = np.repeat([0, 1, 2, 3], 30)
+    esn = EchoStateNetwork(20, seed=0)
+    cv = TimeSeriesSplit(3)
+    est = StreamRidgeCV(ALPHAS, cv=cv, features=esn, chunk_rows=25).fit(X, y, groups=series)
+    F = est.features_.transform(X, series)
+    ref = StreamRidgeCV(ALPHAS, cv=cv).fit(F, y)
+    np.testing.assert_allclose(est.fold_errors_, ref.fold_errors_, rtol=1e-9)
+    monkeypatch.setattr(folds_mod, "MAX_RUNS", 0)
+    with pytest.raises(ParameterError, match="cannot be combined with a stateful feature map"):
+        StreamRidgeCV(ALPHAS, cv=KFold(3, shuffle=True, random_state=0), features=esn).fit(
+            X, y, groups=series
+        )
