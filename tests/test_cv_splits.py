@@ -33,11 +33,12 @@ from .reference import balanced_weights, fit_ridge
 ALPHAS = np.array([1e-3, 0.1, 1.0, 10.0, 300.0])
 
 
-def make_data(rng, kind="well", M=120, N=6, T=1):
+def make_data(rng, kind="well", M=120, N=6, T=1, offset=1e3):
     if kind == "well":
         X = rng.standard_normal((M, N)) * rng.uniform(0.5, 3, N) + rng.uniform(-2, 2, N)
-    else:  # cond(X'X) = 1e12 after centering, and a large offset
-        X = ill_conditioned(rng, M, N, cond_sv=1e6) + 1e3
+    else:  # cond(X'X) = 1e12 after centering, and a large offset (without intercept the offset would
+        # make the uncentered X'X singular in float64: cond 1e12 x offset^2)
+        X = ill_conditioned(rng, M, N, cond_sv=1e6) + offset
     Y = X @ rng.standard_normal((N, T)) + 0.5 * rng.standard_normal((M, T))
     return X, (Y[:, 0] if T == 1 else Y)
 
@@ -104,7 +105,7 @@ SPLITTERS = {
 @pytest.mark.parametrize("kind", ["well", "ill"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_splitter_equals_refits_on_its_splits(rng, name, kind, fit_intercept):
-    X, y = make_data(rng, kind)
+    X, y = make_data(rng, kind, offset=1e3 if fit_intercept else 0.0)
     cv = SPLITTERS[name](len(X))
     groups = GROUPS if "Group" in name else None
     est = StreamRidgeCV(ALPHAS, cv=cv, fit_intercept=fit_intercept, chunk_rows=37).fit(X, y, groups=groups)
