@@ -8,6 +8,7 @@ the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from typing import Any
@@ -52,9 +53,22 @@ def _distinct(a: Any) -> np.ndarray:
     return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler="threads")))
 
 
+def _check_folds(stats: FoldStats, partial: bool) -> None:
+    """Refuse, when the model is selected, statistics whose folds cannot be cross-validated yet.
+
+    Leave-one-group-out statistics need 2 groups; after ``partial_fit`` every fold needs rows.
+    Batches and shards are not checked: one of them may hold a single series.
+    """
+    scheme = stats.meta.get("scheme") or {}
+    fix = "call partial_fit with more rows before predicting" if partial else "merge statistics of more groups"
+    if scheme.get("kind") == "logo" and stats.n_folds < 2:
+        raise FoldError(f"cv='groups' needs at least 2 distinct groups; got {stats.n_folds} so far; {fix}")
+    if partial and stats.count.sum(axis=1).min() == 0:
+        raise FoldError(f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; {fix}")
+
+
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
     """The same source restricted to rows [start, stop)."""
-    import dataclasses
 
     if hasattr(src, "select_rows"):
         return src.select_rows(start, stop)
@@ -93,6 +107,7 @@ class _StreamRidgeBase(BaseEstimator):
     _classifier = False
 
     stats_: FoldStats
+    _spec: PassSpec
 
     def _balanced(self) -> bool | np.ndarray:
         return False
@@ -193,8 +208,12 @@ class _StreamRidgeBase(BaseEstimator):
                 raise InputError(f"groups has {groups.shape[0]} entries for {X.shape[0]} rows of X")
         return open_source(X, y=y, groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
 
-    def _scheme(self, src: Any, *, partial: bool) -> tuple[FoldScheme, np.ndarray | None]:
-        """The fold scheme and, for explicit splits, the fold id of every row."""
+    def _scheme(self, src: Any, *, partial: bool, shard: bool = False) -> tuple[FoldScheme, np.ndarray | None]:
+        """The fold scheme and, for explicit splits, the fold id of every row.
+
+        A ``partial_fit`` batch or a shard may hold a single series: its folds are
+        checked when the model is selected, not here.
+        """
         cv = self.cv
         if is_splits(cv):
             if partial:
@@ -203,14 +222,12 @@ class _StreamRidgeBase(BaseEstimator):
                     "rows to it; use fit, or cv=K with partial_fit"
                 )
             return split_folds(cv, src, int(self.random_state or 0))
-        return self._rule_scheme(src, partial=partial), None
+        return self._rule_scheme(src, partial=partial, batch=partial or shard), None
 
-    def _rule_scheme(self, src: Any, *, partial: bool) -> FoldScheme:
+    def _rule_scheme(self, src: Any, *, partial: bool, batch: bool) -> FoldScheme:
         n = int(src.X.shape[0])
         cv = self.cv
         has_groups = src.groups is not None
-        if cv == "groups" and partial:
-            raise ParameterError("cv='groups' needs all groups up front; partial_fit takes cv=K (with or without groups)")
         if cv == "blocks" and partial:
             raise ParameterError("cv='blocks' needs the row count up front; partial_fit takes cv=K")
         K = self.n_blocks if cv == "blocks" else (None if cv == "groups" else int(cv))
@@ -221,8 +238,11 @@ class _StreamRidgeBase(BaseEstimator):
             if not has_groups:
                 raise ParameterError("cv='groups' needs groups (one id per row)")
             gv = _distinct(src.groups)
-        scheme = make_scheme(cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv, n_blocks=self.n_blocks)
-        if scheme.kind == "group" and not partial:  # partial_fit: a batch may hold one series; folds checked when selecting
+        scheme = make_scheme(
+            cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv,
+            n_blocks=self.n_blocks, min_groups=1 if batch else 2,
+        )
+        if scheme.kind == "group" and not batch:
             n_groups = len(_distinct(src.groups))
             if n_groups < scheme.n_folds:
                 raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
@@ -251,13 +271,10 @@ class _StreamRidgeBase(BaseEstimator):
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
-            stats = merge(self.stats_, stats)
+            stats = merge(self.stats_, stats)  # leave-one-group-out: new series add folds
+            self._spec = dataclasses.replace(self._spec, scheme=FoldScheme.from_dict(stats.meta["scheme"]))
         self.stats_ = stats
-        if partial and stats.count.sum(axis=1).min() == 0:
-            raise FoldError(
-                f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; "
-                "call partial_fit with more rows before predicting"
-            )
+        _check_folds(stats, partial)
         return self._fit_stats(stats, report)
 
     def compute_stats(
@@ -279,7 +296,7 @@ class _StreamRidgeBase(BaseEstimator):
             With ``meta["row_ranges"] = [[start, stop]]``.
         """
         report = PassReport()
-        stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows)
+        stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
             "peak_rss_mb": report.extra.get("peak_rss_mb"),
@@ -288,7 +305,7 @@ class _StreamRidgeBase(BaseEstimator):
 
     def _run_pass(
         self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport,
-        rows: tuple[int, int] | None = None,
+        rows: tuple[int, int] | None = None, shard: bool = False,
     ) -> FoldStats:
         """Validate the input, fix folds/classes on the first call and accumulate statistics."""
         self._check_params()
@@ -303,7 +320,7 @@ class _StreamRidgeBase(BaseEstimator):
                 labels = self._classes(src, classes)
                 if labels is not None:
                     self._labels = np.asarray(labels)
-            scheme, fold_ids = self._scheme(src, partial=partial)
+            scheme, fold_ids = self._scheme(src, partial=partial, shard=shard)
             features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
                 src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
@@ -326,9 +343,9 @@ class _StreamRidgeBase(BaseEstimator):
             if not self._classifier and (src.y.ndim == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+            if self._spec.scheme.kind == "logo":  # this batch's series are its folds; merged by group id
+                self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=True, batch=True))
             if self._spec.features is not None and self._spec.features.stateful:
-                import dataclasses
-
                 self._spec = dataclasses.replace(self._spec, features_state=getattr(self, "_features_state", None))
         n = int(src.X.shape[0])
         if rows is not None:
@@ -341,6 +358,8 @@ class _StreamRidgeBase(BaseEstimator):
                 check_shard_start(self._spec.features, src.groups, start)
             src = _slice_rows(src, start, stop)
             offset = start
+            if self._spec.scheme.kind == "logo":  # a shard's folds are its own series; shards merge by group id
+                self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=False, batch=True))
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
         with warnings.catch_warnings():
@@ -394,6 +413,7 @@ class _StreamRidgeBase(BaseEstimator):
         if stats.meta.get("feature_names"):
             self.feature_names_ = np.asarray(stats.meta["feature_names"], dtype=object)
         self.stats_ = stats
+        _check_folds(stats, False)
         return self._fit_stats(stats, PassReport())
 
     def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:

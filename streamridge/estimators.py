@@ -167,7 +167,10 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         return self._fit(X, y, groups, sample_weight, partial=False)
 
     def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
-        """Add rows (global row indices continue across calls) and refit from the merged statistics."""
+        """Add rows (global row indices continue across calls) and refit from the merged statistics.
+
+        With ``cv="groups"`` each new group id adds a fold (a call may hold one series).
+        """
         return self._fit(X, y, groups, sample_weight, partial=True)
 
     def predict(self, X: Any, groups: Any = None) -> Any:

@@ -120,7 +120,7 @@ class FoldScheme:
     def __post_init__(self) -> None:
         if self.kind not in SCHEMES:
             raise ParameterError(f"unknown fold scheme {self.kind!r}; use one of {SCHEMES}")
-        if self.n_folds < 2:
+        if self.n_folds < (1 if self.kind == "logo" else 2):  # logo: one series so far (partial_fit, a shard)
             raise ParameterError(f"cv needs at least 2 folds; got {self.n_folds}")
         if self.kind == "blocks" and self.n_rows is None:
             raise ParameterError("cv='blocks' needs the row count up front (n_rows)")
@@ -284,6 +284,7 @@ def make_scheme(
     n_rows: int | None = None,
     group_values: np.ndarray | None = None,
     n_blocks: int = 5,
+    min_groups: int = 2,
 ) -> FoldScheme:
     """Build a :class:`FoldScheme` from the user-facing ``cv`` argument.
 
@@ -293,6 +294,10 @@ def make_scheme(
         ``K`` (hash of row index, or of the group id when groups are given),
         ``"groups"`` (leave-one-group-out) or ``"blocks"`` (``n_blocks``
         contiguous blocks).
+    min_groups : int
+        Fewest distinct groups ``"groups"`` accepts: 2 for a fit; 1 for a batch of
+        ``partial_fit`` or a shard, whose folds grow as series arrive (the fold
+        count is checked when the model is selected).
     """
     if isinstance(cv, (bool, np.bool_)):
         raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
@@ -303,7 +308,7 @@ def make_scheme(
         if group_values is None:
             raise ParameterError("cv='groups' needs groups (one id per row)")
         values = tuple(np.unique(np.asarray(group_values)).tolist())
-        if len(values) < 2:
+        if len(values) < max(1, min_groups):
             raise FoldError(
                 f"cv='groups' needs at least 2 distinct groups; got {len(values)}"
             )
@@ -311,6 +316,25 @@ def make_scheme(
     if cv == "blocks":
         return FoldScheme("blocks", int(n_blocks), seed=int(seed), n_rows=n_rows)
     raise ParameterError(f"cv must be an int >= 2, 'groups' or 'blocks'; got cv={cv!r}")
+
+
+def union_groups(a: FoldScheme, b: FoldScheme) -> tuple[FoldScheme, np.ndarray, np.ndarray]:
+    """Leave-one-group-out scheme over the groups of two ``logo`` schemes.
+
+    Returns
+    -------
+    scheme : FoldScheme
+        One fold per distinct group of either, in sorted order (as one fit over all rows).
+    where_a, where_b : arrays of int64
+        Fold of the union holding each fold of ``a`` and of ``b``.
+    """
+    ga, gb = np.asarray(a.group_values), np.asarray(b.group_values)
+    try:
+        values = np.unique(np.concatenate([ga, gb]))
+    except (TypeError, ValueError) as exc:
+        raise FoldError(f"group ids of different kinds cannot share folds: {ga[:3].tolist()} vs {gb[:3].tolist()}") from exc
+    scheme = FoldScheme("logo", len(values), seed=a.seed, group_values=tuple(values.tolist()))
+    return scheme, np.searchsorted(values, ga).astype(np.int64), np.searchsorted(values, gb).astype(np.int64)
 
 
 def _split_indices(a: Any, n_rows: int, i: int, what: str) -> np.ndarray:

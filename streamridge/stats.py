@@ -194,8 +194,11 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     """Pairwise (Chan-Golub-LeVeque) merge of two statistics, cell by cell.
 
     Returns a new object; metadata of ``a`` is kept and ``rows_seen`` is the
-    maximum of both (row ranges of merged shards are disjoint).
+    maximum of both (row ranges of merged shards are disjoint).  Leave-one-group-out
+    statistics of different group sets merge by group id: the result has one fold per
+    group of either (a union, in sorted order), as one pass over all rows would.
     """
+    a, b = _align_groups(a, b)
     _check_compatible(a, b)
     n = a.weight + b.weight
     safe = np.where(n > 0, n, 1.0)
@@ -229,6 +232,33 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     if "rows_seen" in a.meta or "rows_seen" in b.meta:
         out.meta["rows_seen"] = max(int(a.meta.get("rows_seen", 0)), int(b.meta.get("rows_seen", 0)))
     return out
+
+
+def _align_groups(a: FoldStats, b: FoldStats) -> tuple[FoldStats, FoldStats]:
+    """Both statistics over the union of their groups when they are ``logo`` statistics of different groups."""
+    sa, sb = a.meta.get("scheme"), b.meta.get("scheme")
+    if not (isinstance(sa, dict) and isinstance(sb, dict) and sa.get("kind") == "logo" == sb.get("kind")) or sa == sb:
+        return a, b
+    from .folds import FoldScheme, union_groups
+
+    union, where_a, where_b = union_groups(FoldScheme.from_dict(sa), FoldScheme.from_dict(sb))
+    d = union.to_dict()
+    return _on_folds(a, where_a, union.n_folds, d), _on_folds(b, where_b, union.n_folds, d)
+
+
+def _on_folds(s: FoldStats, where: np.ndarray, n_folds: int, scheme: dict[str, Any]) -> FoldStats:
+    """``s`` with its fold k moved to fold ``where[k]`` of ``n_folds`` (the others empty)."""
+    if where.shape[0] != s.n_folds:
+        raise IncompatibleStatsError(
+            f"leave-one-group-out statistics hold {s.n_folds} folds but their scheme names {where.shape[0]} groups"
+        )
+    arrays = []
+    for name in _ARRAYS:
+        old = getattr(s, name)
+        new = np.zeros((n_folds, *old.shape[1:]), dtype=old.dtype)
+        new[where] = old
+        arrays.append(new)
+    return FoldStats.from_arrays(arrays, dict(s.meta, scheme=scheme))
 
 
 def _union_ranges(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
