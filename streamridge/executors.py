@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,6 @@ import numpy as np
 from .errors import StreamRidgeError
 from .parallel import blas_controller
 from .scheduling import Scheduler
-from .stats import FoldStats, merge
 
 Node = Any  # a partial result, or a future of one
 Snapshot = Callable[[], list[tuple[int, Any]]]
@@ -197,31 +196,7 @@ def _result(node: Any) -> Any:
     return node.result() if hasattr(node, "result") and hasattr(node, "key") else node
 
 
-# --- chunk by chunk, merged on the driver: the pass with a feature map (lanes of chunks, streamridge.features.plan)
-
-
-class TreeMerger:
-    """In-order pairwise merge (a binary counter): O(log n) partial results, deterministic order."""
-
-    def __init__(self, base: FoldStats) -> None:
-        self.base = base
-        self.stack: list[tuple[int, FoldStats]] = []
-
-    def push(self, s: FoldStats) -> None:
-        """Add the next chunk's statistics."""
-        level = 0
-        while self.stack and self.stack[-1][0] == level:
-            _, left = self.stack.pop()
-            s = merge(left, s)
-            level += 1
-        self.stack.append((level, s))
-
-    def total(self) -> FoldStats:
-        """Base merged with everything pushed so far (the stack is left as is)."""
-        out = self.base
-        for _, s in self.stack:
-            out = merge(out, s)
-        return out
+# --- reading one chunk's dask blocks together (the lanes of a stateful feature map, streamridge.features.plan)
 
 
 def _materialize(a: Any) -> Any:
@@ -244,73 +219,3 @@ def materialize_all(blocks: Sequence[Any]) -> list[Any]:
         for i, v in zip(lazy, dask.compute(*(blocks[i] for i in lazy), scheduler="sync")):
             out[i] = v
     return [None if v is None else np.asarray(v) for v in out]
-
-
-def compute_chunk(fn: Callable[..., FoldStats], blocks: Sequence[Any], *args: Any) -> FoldStats:
-    """Read the blocks of one chunk (dask arrays, computed together) and apply the kernel ``fn``."""
-    return fn(*materialize_all(blocks), *args)
-
-
-def run_in_order(
-    fn: Callable[..., FoldStats],
-    calls: Sequence[tuple[Sequence[Any], tuple[Any, ...]]],
-    sched: Scheduler,
-    *,
-    window: int | None = None,
-) -> Iterator[FoldStats]:
-    """Yield ``compute_chunk(fn, blocks, *args)`` for each call, in order.
-
-    Parameters
-    ----------
-    fn : the chunk kernel (pure, picklable)
-    calls : sequence of (blocks, args) per chunk, blocks being dask arrays
-    sched : the resolved scheduler
-    window : tasks in flight (default: workers + 2)
-    """
-    window = window or sched.n_workers + 2
-    if sched.kind == "sync" or len(calls) == 0:
-        for blocks, args in calls:
-            yield compute_chunk(fn, blocks, *args)
-        return
-    if sched.kind == "distributed":
-        yield from _run_distributed_chunks(fn, calls, sched, window)
-        return
-    if sched.kind == "processes":
-        ctx = multiprocessing.get_context("spawn")
-        pool: cf.Executor = cf.ProcessPoolExecutor(sched.n_workers, mp_context=ctx, initializer=_init_process_worker)
-        limit = None
-    else:
-        pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
-        limit = blas_controller().limit(limits=1) if sched.n_workers > 1 else None
-    try:
-        pending: dict[int, cf.Future[FoldStats]] = {}
-        nxt = 0
-        for i in range(len(calls)):
-            while nxt < len(calls) and nxt < i + window:
-                blocks, args = calls[nxt]
-                pending[nxt] = pool.submit(compute_chunk, fn, blocks, *args)
-                nxt += 1
-            yield pending.pop(i).result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if limit is not None:
-            limit.restore_original_limits()
-
-
-def _run_distributed_chunks(fn: Callable[..., FoldStats], calls: Sequence[tuple[Sequence[Any], tuple[Any, ...]]], sched: Scheduler, window: int) -> Iterator[FoldStats]:
-    import dask
-
-    client = sched.client
-    task = dask.delayed(fn, pure=True)
-    pending: dict[int, Any] = {}
-    nxt = 0
-    try:
-        for i in range(len(calls)):
-            while nxt < len(calls) and nxt < i + window:
-                blocks, args = calls[nxt]
-                pending[nxt] = client.compute(task(*[None if b is None else b.to_delayed().reshape(-1)[0] for b in blocks], *args))
-                nxt += 1
-            yield pending.pop(i).result()
-    finally:
-        for f in pending.values():
-            f.cancel()

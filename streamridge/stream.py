@@ -10,6 +10,7 @@ worker count.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -330,7 +331,7 @@ def accumulate(
     -------
     FoldStats
     """
-    if spec.features is not None:  # feature maps carry state along series: lanes of chunks
+    if spec.features is not None and spec.features.stateful:  # state carried along series: lanes of chunks
         from .stream_lanes import accumulate_lanes
 
         return accumulate_lanes(
@@ -344,12 +345,16 @@ def accumulate(
 
     readers, lo = _readers_of(source)
     hi = lo + int(source.X.shape[0])
-    N = int(source.X.shape[1])
-    kernel = kernel or StatsKernel(spec, N)
+    N = _width(source, spec)
+    kernel = kernel or _default_kernel(spec, N)
     plan = plan_pass(
         readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes, stats_bytes=_stats_bytes(spec, N),
         memory_budget=memory_budget or default_memory_budget(), partition_rows=getattr(source, "partition_rows", None),
     )
+    if N > int(source.X.shape[1]):  # a feature map widens the rows: sub-blocks sized by the mapped width
+        from .partitions import SUB_BLOCK_BYTES
+
+        plan = dataclasses.replace(plan, sub_rows=max(1, min(plan.sub_rows, SUB_BLOCK_BYTES // (8 * N))))
     done, ckpt, fp = 0, None, None
     stack: list[tuple[int, FoldStats]] = []
     if checkpoint is not None:
@@ -399,6 +404,23 @@ def accumulate(
     total.meta.pop("checkpoint", None)
     total.meta["rows_seen"] = row_offset + (hi - lo)
     return total
+
+
+def _width(source: Any, spec: PassSpec) -> int:
+    """Features per row of the statistics: X's columns, or a (stateless) map's outputs."""
+    n_in = int(source.X.shape[1])
+    if spec.features is None:
+        return n_in
+    spec.features.check_width(n_in)
+    return int(spec.features.n_features_out_)
+
+
+def _default_kernel(spec: PassSpec, n_features: int) -> Any:
+    if spec.features is None:
+        return StatsKernel(spec, n_features)
+    from .features.plan import MappedKernel
+
+    return MappedKernel(spec, n_features)
 
 
 def _final_stack(total: Any) -> list[tuple[int, Any]]:

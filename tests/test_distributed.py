@@ -200,3 +200,36 @@ def test_driver_receives_one_result_per_pass(
     assert received.count("FoldStats") == 1, received
     monkeypatch.undo()
     _exact(got, accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler="threads"))
+
+
+@pytest.mark.parametrize("stateful", [False, True], ids=["RandomHidden", "EchoStateNetwork"])
+def test_pass_with_a_map_merges_on_the_workers(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, stateful: bool) -> None:
+    """A stateless map runs in the partition pass, a stateful one in lanes: both reduced by the fixed tree on
+    the workers (one FoldStats reaches the driver) and equal to a threaded pass bit for bit."""
+    import distributed
+
+    from streamridge.features import EchoStateNetwork, RandomHidden
+
+    rng = np.random.default_rng(3)
+    X, y, g = rng.standard_normal((3000, 3)), rng.standard_normal(3000), np.repeat(np.arange(6), 500)
+    fmap = (EchoStateNetwork(12, seed=2) if stateful else RandomHidden(16, seed=2)).fit(X)
+    spec = replace(regression_spec(), features=fmap)
+    received: list[str] = []
+    result, gather = distributed.Future.result, distributed.Client.gather
+
+    def counting_result(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = result(self, *args, **kwargs)
+        received.append(type(out).__name__)
+        return out
+
+    def counting_gather(self, futures, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = gather(self, futures, *args, **kwargs)
+        received.extend(type(o).__name__ for o in (out if isinstance(out, list) else [out]))
+        return out
+
+    monkeypatch.setattr(distributed.Future, "result", counting_result)
+    monkeypatch.setattr(distributed.Client, "gather", counting_gather)
+    got = accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler=cluster.address)
+    assert received.count("FoldStats") == 1, received
+    monkeypatch.undo()
+    _exact(got, accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads"))

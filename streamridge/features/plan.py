@@ -1,9 +1,15 @@
-"""The pass's hook for feature maps: chunks grouped into lanes, one lane = one task.
+"""The pass's hook for feature maps.
 
-A *lane* is a run of consecutive chunks whose map state is carried from one to the
-next; lanes are independent and run in parallel.
+A stateless map runs inside the normal partition pass (:mod:`streamridge.partitions`):
+:class:`MappedKernel` maps every sub-block of a partition before the statistics kernel,
+so each stored chunk is read once and results merge on the workers.
 
-* stateless map: every chunk is a lane;
+A stateful map carries its state along a series, so its pass runs *lanes*: a lane is
+a run of consecutive chunks whose map state is carried from one to the next; lanes are
+independent, run in parallel, and their results are reduced by the same fixed tree as
+partitions (:mod:`streamridge.stream_lanes`).
+
+* stateless map: every chunk is a lane (:func:`plan_lanes`; the pass uses :class:`MappedKernel`);
 * stateful map (exact): a lane is a maximal run of chunks in which each chunk
   continues the series of the chunk before it (so series run in parallel, and
   the chunks of one series in row order);
@@ -13,7 +19,8 @@ next; lanes are independent and run in parallel.
 A lane task reads its chunks one at a time (memory of one chunk, whatever the
 lane's length), maps them, and returns the merged statistics of the lane.
 This module is the only place the pass knows about feature maps
-(:func:`streamridge.stream.accumulate` calls :func:`lane_calls` and :func:`lane_task`).
+(:func:`streamridge.stream.accumulate` uses :class:`MappedKernel`;
+:mod:`streamridge.stream_lanes` calls :func:`lane_calls` and :func:`lane_task`).
 """
 
 from __future__ import annotations
@@ -158,6 +165,67 @@ def lane_task(lane: Lane, spec: Any) -> Any:
         out = part if out is None else merge(out, part)
     if fmap.stateful and out is not None:
         out.features_state = state  # type: ignore[attr-defined]  # read by the pass after the last lane
+    return out
+
+
+class MappedKernel:
+    """The partition kernel of a pass with a stateless map: map each sub-block, then accumulate it.
+
+    Same protocol as :class:`streamridge.stream.StatsKernel` (``start``, ``add``,
+    ``finish``, ``merge``); the statistics are those of the map's outputs.
+
+    Parameters
+    ----------
+    spec : PassSpec
+        With a fitted stateless ``features`` map.
+    n_features : int
+        The map's output width.
+    """
+
+    def __init__(self, spec: Any, n_features: int) -> None:
+        from ..stream import StatsKernel
+
+        if spec.features is None or spec.features.stateful:
+            raise ValueError("MappedKernel takes a stateless feature map")
+        self.spec, self.inner = spec, StatsKernel(spec, n_features)
+
+    def start(self) -> Any:
+        """An empty accumulator of the mapped width."""
+        return self.inner.start()
+
+    def add(self, acc: Any, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int) -> None:
+        """Map the rows ``row_start ..`` of one sub-block and add their statistics."""
+        from ..stream import prepare_rows
+
+        g = _flat(groups)
+        fmap = self.spec.features
+        F, drop, _ = _map_chunk(fmap, np.asarray(X), row_start, g, fmap.init_state(), self.spec.skip_nonfinite)
+        acc.add(*prepare_rows(F, y, g, weights, row_start, self.spec, drop))
+
+    def finish(self, acc: Any) -> Any:
+        """The partition's statistics."""
+        return self.inner.finish(acc)
+
+    @staticmethod
+    def merge(a: Any, b: Any) -> Any:
+        """Chan pairwise merge."""
+        from ..stats import merge
+
+        return merge(a, b)
+
+
+def merge_lanes(a: Any, b: Any) -> Any:
+    """Merge of two lanes' results (``a`` before ``b`` in row order) keeping the map's state after ``b``.
+
+    The state after the last row comes back with the pass's result (a series
+    continued by the next ``partial_fit``).
+    """
+    from ..stats import merge
+
+    out = merge(a, b)
+    state = getattr(b, "features_state", None)
+    if state is not None:
+        out.features_state = state  # type: ignore[attr-defined]
     return out
 
 

@@ -1,0 +1,133 @@
+"""Passes with a feature map on the partition machinery (issue 9, after the partition rework).
+
+Stateless maps run inside the normal partition pass: each stored chunk is read
+once (a counting zarr store), the map is applied per sub-block, and a resumed
+pass equals an uninterrupted one bit for bit.  Stateful maps keep lanes per
+series, reduced by the same fixed tree: resumes are bit-identical too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.storage import LocalStore
+
+import streamridge.features.plan as plan_mod
+import streamridge.partitions as partitions
+from streamridge.features import Concat, Distances, EchoStateNetwork, Nystroem, Pipeline, RandomHidden
+from streamridge.folds import FoldScheme
+from streamridge.sources import open_source
+from streamridge.stream import PassReport, PassSpec, accumulate, chunk_task
+
+from .test_partitions import CountingStore
+
+STATS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+M, N = 2400, 4
+
+
+def _stateless_maps() -> list[Any]:
+    return [
+        RandomHidden(40, direct=True, seed=2),
+        Nystroem(12, kernel="laplacian", seed=1),
+        Distances(5, seed=4),
+        Concat([RandomHidden(7, seed=5), Distances(3, seed=6)]),
+        Pipeline([RandomHidden(9, seed=7), RandomHidden(6, activation="relu", seed=8)]),
+    ]
+
+
+@pytest.fixture
+def raw(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    X = rng.standard_normal((M, N)) + 5.0
+    return {
+        "X": X,
+        "y": np.sin(X[:, 0]) + 0.1 * rng.standard_normal(M),
+        "groups": np.repeat(np.arange(12), M // 12),  # contiguous series of 200 rows
+        "sample_weight": rng.uniform(0.5, 2.0, M),
+    }
+
+
+def _exact(a: Any, b: Any) -> None:
+    for name in STATS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def _close(a: Any, b: Any, rtol: float = 1e-12) -> None:
+    for name in STATS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert np.abs(x - y).max() <= rtol * max(np.abs(y).max(), 1e-300), name
+
+
+def _spec(fmap: Any, X: np.ndarray) -> PassSpec:
+    return PassSpec(FoldScheme("group", 3), None, 1, features=fmap.fit(X))
+
+
+@pytest.mark.parametrize("fmap", _stateless_maps(), ids=lambda m: type(m).__name__)
+def test_stateless_map_reads_every_stored_chunk_once(tmp_path: Path, raw: dict[str, np.ndarray], fmap: Any) -> None:
+    chunks = {"X": 300, "y": 600, "groups": 200, "sample_weight": 1200}  # partitions of 1200 rows
+    root = zarr.open_group(LocalStore(tmp_path / "d.zarr"), mode="w", zarr_format=3)
+    for name, a in raw.items():
+        root.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunks[name], *a.shape[1:]))[...] = a
+    store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+    src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight", chunk_rows=600)
+    spec = _spec(fmap, raw["X"])
+    store.reads.clear()
+    report = PassReport()
+    got = accumulate(src, spec, scheduler="threads", report=report)
+    for name, rows in chunks.items():
+        reads = store.chunk_reads(name)
+        assert len(reads) == -(-M // rows), (name, reads)
+        assert set(reads.values()) == {1}, (name, {k: v for k, v in reads.items() if v > 1})
+    assert report.extra["partitions"] == 2  # the partition pass, not one lane per chunk
+    F = spec.features.transform(raw["X"])
+    _close(got, chunk_task(F, raw["y"], raw["groups"], raw["sample_weight"], 0, PassSpec(spec.scheme, None, 1)))
+
+
+def _interrupted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, fail_at: Any) -> Any:
+    real = getattr(module, name)
+
+    def failing(*args: Any) -> Any:
+        if fail_at(*args):
+            raise OSError("disk went away")
+        return real(*args)
+
+    monkeypatch.setattr(module, name, failing)
+    return real
+
+
+@pytest.mark.parametrize("sched", ["sync", "threads"])
+def test_stateless_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch, sched: str) -> None:
+    spec = _spec(RandomHidden(30, seed=3), raw["X"])
+    src = open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=300)
+    whole = accumulate(src, spec, scheduler=sched)
+    # partition rows [1500, 1800) fails: partitions 0-4 are checkpointed (one save per partition)
+    real = _interrupted(monkeypatch, partitions, "run_partition", lambda readers, start, *a: start >= 1500)
+    with pytest.raises(Exception, match="disk went away"):
+        accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
+    monkeypatch.setattr(partitions, "run_partition", real)
+    report = PassReport()
+    resumed = accumulate(src, spec, scheduler=sched, checkpoint=tmp_path / "ck", report=report)
+    assert report.extra["resumed_chunks"] == 5 and report.extra["partitions"] == 8
+    _exact(resumed, whole)
+
+
+def test_stateful_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lanes (one per series here) reduced by the fixed tree: the partials are checkpointed, not a running total."""
+    spec = _spec(EchoStateNetwork(20, seed=1, washout=5), raw["X"])
+    src = open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=100)
+    whole = accumulate(src, spec, scheduler="threads")
+    real = _interrupted(monkeypatch, plan_mod, "lane_task", lambda lane, spec: lane.first >= 14)  # series 7 on
+    with pytest.raises(Exception, match="disk went away"):
+        accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
+    monkeypatch.setattr(plan_mod, "lane_task", real)
+    report = PassReport()
+    resumed = accumulate(src, spec, scheduler="threads", checkpoint=tmp_path / "ck", report=report)
+    assert report.extra["resumed_chunks"] == 14 and report.extra["partitions"] == 12
+    _exact(resumed, whole)
+    F = spec.features.transform(raw["X"], groups=raw["groups"])
+    keep = spec.features.keep_mask(M, raw["groups"], spec.features.init_state())
+    ref = chunk_task(F[keep], raw["y"][keep], raw["groups"][keep], raw["sample_weight"][keep], 0, PassSpec(spec.scheme, None, 1))
+    _close(resumed, ref, 1e-11)
