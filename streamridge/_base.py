@@ -53,6 +53,12 @@ def _distinct(a: Any) -> np.ndarray:
     return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler="threads")))
 
 
+def _features_json(fmap: Any) -> dict[str, Any]:
+    from .features import to_json
+
+    return to_json(fmap)
+
+
 def _check_folds(stats: FoldStats, partial: bool) -> None:
     """Refuse, when the model is selected, statistics whose folds cannot be cross-validated yet.
 
@@ -376,6 +382,7 @@ class _StreamRidgeBase(BaseEstimator):
         return 1 if src.y.ndim == 1 else int(src.y.shape[1])
 
     def _meta(self, src: Any) -> dict[str, Any]:
+        """Metadata of the pass's statistics (with a feature map: the fitted map, so a model fitted from them has it)."""
         spec = self._spec
         return {
             "scheme": spec.scheme.to_dict(),
@@ -388,6 +395,7 @@ class _StreamRidgeBase(BaseEstimator):
             "target_names": list(src.target_names) if getattr(src, "target_names", None) else None,
             "y_1d": bool(self._y_1d),
             "streamridge_version": __version__,
+            **({} if spec.features is None else {"features": _features_json(spec.features)}),
         }
 
     def fit_stats(self, stats: FoldStats) -> Any:
@@ -412,6 +420,12 @@ class _StreamRidgeBase(BaseEstimator):
         self.n_features_in_ = stats.n_features
         if stats.meta.get("feature_names"):
             self.feature_names_ = np.asarray(stats.meta["feature_names"], dtype=object)
+        self.__dict__.pop("features_", None)
+        if stats.meta.get("features") is not None:  # statistics of a map's features: the model applies the map
+            from .features import from_json
+
+            self.features_ = from_json(stats.meta["features"])
+            self.n_features_in_ = int(self.features_.n_features_in_)
         self.stats_ = stats
         _check_folds(stats, False)
         return self._fit_stats(stats, PassReport())

@@ -142,6 +142,7 @@ def _add_stats(sub: Any) -> None:
     p.add_argument("--rows", type=_rows_range, metavar="START:STOP", help="only these rows (global fold ids)")
     p.add_argument("--out", required=True, metavar="STATSFILE", help="statistics file to write (.npz)")
     _add_overwrite(p)
+    cli_features.add_stats_options(p)
     _common(p)
 
 

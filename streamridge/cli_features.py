@@ -33,6 +33,14 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefixes", type=_prefix_list, nargs="+", metavar="N", help="choose the number of leading features too (with --features)")
 
 
+def add_stats_options(p: argparse.ArgumentParser) -> None:
+    """``--features FILE`` of ``stats``: the statistics (and any model fitted from them) carry the fitted map."""
+    p.add_argument(
+        "--features", metavar="FILE",
+        help="feature map applied inside the pass (JSON/TOML; see `streamridge features`); saved with the statistics",
+    )
+
+
 def estimator_params(args: argparse.Namespace) -> dict[str, Any]:
     """``features`` and ``feature_prefixes`` estimator parameters from the parsed options."""
     from .features import read_features_file

@@ -180,6 +180,7 @@ _STATS_FIELDS: dict[str, Check] = {
     ),
     "rows_seen": _int(0, 2**62),
     "checkpoint": _type((dict,), "an object"),
+    "features": _type((dict,), "an object", none=True),  # a fitted feature map (streamridge.features.to_json)
 }
 
 

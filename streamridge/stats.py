@@ -300,7 +300,7 @@ def combine(stats: FoldStats, mask: np.ndarray) -> FoldStats:
     return merge_all(parts)
 
 
-_COMPAT_KEYS = ("scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task")
+_COMPAT_KEYS = ("scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task", "features")
 
 
 def _check_compatible(a: FoldStats, b: FoldStats) -> None:
@@ -312,9 +312,14 @@ def _check_compatible(a: FoldStats, b: FoldStats) -> None:
     for key in _COMPAT_KEYS:
         if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
             raise IncompatibleStatsError(
-                f"statistics differ in {key}: {a.meta[key]!r} vs {b.meta[key]!r}; "
+                f"statistics differ in {key}: {_short(a.meta[key])} vs {_short(b.meta[key])}; "
                 "only statistics of the same features, targets and fold scheme can be merged"
             )
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 200 else text[:120] + " ..."
 
 
 def save_stats(stats: FoldStats, path: str | os.PathLike[str]) -> None:

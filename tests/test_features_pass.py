@@ -363,3 +363,39 @@ def test_shards_with_a_stateful_map(data):
         est2.compute_stats(X, Y, groups=g, rows=(250, 600))
     with pytest.raises(ValueError, match="cuts a series at row 5"):
         sr.StreamRidgeCV(cv=3, features=EchoStateNetwork(8)).compute_stats(X, Y, rows=(5, 600))
+
+
+def test_cli_stats_with_a_map_shards_merge_and_fit(data, tmp_path, capsys):
+    """`stats --features` on two row shards (leave-one-series-out, each shard its own series), `merge`, `fit --stats`:
+    the model holds the map and equals a Python fit; the statistics file carries the map exactly."""
+    from streamridge.stats import load_stats
+
+    X, Y, g = data
+    store = write_zarr(tmp_path / "d.zarr", X.astype(np.float32), Y[:, 0], g, chunk_rows=64)
+    (tmp_path / "f.json").write_text(json.dumps({"map": "esn", "n_units": 20, "spectral_radius": 0.8, "seed": 4, "washout": 3}))
+    common = ["--data", store, "--groups", "groups", "--leave-group-out", "--features", tmp_path / "f.json", "--quiet"]
+    for name, rows in (("a", "0:245"), ("b", "245:600")):  # 245: series 5 starts there
+        code, _, err = run(capsys, "stats", *common, "--rows", rows, "--out", tmp_path / f"{name}.npz")
+        assert code == 0, err
+    shard = load_stats(tmp_path / "a.npz")
+    assert shard.n_folds == 3 and shard.meta["scheme"]["group_values"] == [3, 8, 11]
+    code, _, err = run(capsys, "merge", tmp_path / "a.npz", tmp_path / "b.npz", "--out", tmp_path / "s.npz", "--quiet")
+    assert code == 0, err
+    code, _, err = run(capsys, "fit", "--stats", tmp_path / "s.npz", "--prefixes", 5, 10, 20, "--alphas", *ALPHAS,
+                       "--out", tmp_path / "m.npz", "--quiet")
+    assert code == 0, err
+    est = sr.StreamRidgeCV(cv="groups", features=EchoStateNetwork(20, spectral_radius=0.8, seed=4, washout=3),
+                           feature_prefixes=[5, 10, 20], alphas=ALPHAS).fit(X.astype(np.float32), Y[:, 0], groups=g)
+    model = load_model(tmp_path / "m.npz")
+    assert model.features_.to_dict()["params"] == est.features_.to_dict()["params"]
+    for name in ("w_in_", "bias_", "w_res_"):
+        np.testing.assert_array_equal(getattr(model.features_, name), getattr(est.features_, name))
+    assert model.n_features_in_ == 3 and model.n_features_selected_ == est.n_features_selected_
+    np.testing.assert_allclose(model.coef_, est.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.predict(X, groups=g), est.predict(X, groups=g), rtol=1e-9, atol=1e-12)
+    other = tmp_path / "g.json"
+    other.write_text(json.dumps({"map": "esn", "n_units": 20, "seed": 5}))
+    code, _, err = run(capsys, "stats", *common[:-3], "--features", other, "--rows", "245:600", "--out", tmp_path / "c.npz", "--quiet")
+    assert code == 0, err
+    code, _, err = run(capsys, "merge", tmp_path / "a.npz", tmp_path / "c.npz", "--out", tmp_path / "t.npz")
+    assert code == 2 and "differ in features" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "t.npz").exists()

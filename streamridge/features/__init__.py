@@ -28,7 +28,18 @@ from ._compose import Concat, Pipeline
 from ._delays import Delays
 from ._kernel import Distances, Nystroem
 from ._random import RandomHidden
-from ._registry import MAPS, decode, describe, encode, from_dict, make_map, map_class, read_features_file
+from ._registry import (
+    MAPS,
+    decode,
+    describe,
+    encode,
+    from_dict,
+    from_json,
+    make_map,
+    map_class,
+    read_features_file,
+    to_json,
+)
 from ._reservoir import EchoStateNetwork
 
 __all__ = [
@@ -46,8 +57,10 @@ __all__ = [
     "describe",
     "encode",
     "from_dict",
+    "from_json",
     "make_map",
     "map_class",
     "read_features_file",
     "sample_rows",
+    "to_json",
 ]

@@ -103,6 +103,45 @@ def decode(obj: dict[str, Any], arrays: dict[str, np.ndarray]) -> FeatureMap:
     return from_dict(walk(obj))
 
 
+def to_json(fmap: FeatureMap) -> dict[str, Any]:
+    """A fitted map as one JSON object, its arrays inline (little-endian bytes, base64): for statistics files.
+
+    Exact: :func:`from_json` returns arrays equal bit for bit.
+    """
+    import base64
+
+    obj, arrays = encode(fmap)
+    inline = {
+        k: {"dtype": a.dtype.newbyteorder("<").str, "shape": list(a.shape),
+            "b64": base64.b64encode(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()).decode()}
+        for k, a in arrays.items()
+    }
+    return {"map": obj, "arrays": inline}
+
+
+def from_json(d: Any) -> FeatureMap:
+    """Inverse of :func:`to_json`.
+
+    Raises
+    ------
+    ModelFileError
+        One line when the object is not such a description.
+    """
+    import base64
+    import binascii
+
+    try:
+        arrays = {
+            k: np.frombuffer(base64.b64decode(v["b64"], validate=True), dtype=np.dtype(v["dtype"])).reshape(v["shape"]).copy()
+            for k, v in d["arrays"].items()
+        }
+        return decode(d["map"], arrays)
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+        if isinstance(exc, (ModelFileError, ParameterError)):
+            raise
+        raise ModelFileError(f"the feature map of these statistics is unreadable ({type(exc).__name__}: {exc})") from None
+
+
 def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
     """An unfitted map from a JSON or TOML file (``map = "esn"`` plus parameters).
 
