@@ -4,6 +4,7 @@ Usage::
 
     python scripts/bench_features.py                        # ESN 200 units, 16 series x 12,500 steps
     python scripts/bench_features.py --map random_hidden --units 500 --series 8 --steps 25000
+    python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
 
 Measured in one run on the same data (raw inputs: 2 float32 columns, one target, series ids):
 
@@ -11,7 +12,8 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
   (b) disk route  the features computed once and written to zarr (float32), then ``compute_stats`` on them;
                   reported as write time, pass time and their sum, with the disk space of both stores;
   (c) map alone   the map over all rows chunk by chunk in memory on one thread, and its matrix-product cost alone
-                  (ESN: the per-step GEMV x @ W'; random hidden: one GEMM) -> ratio map / GEMM-GEMV;
+                  (ESN: per step, the GEMM X @ W' of the chunk's series in lockstep, a GEMV for one series;
+                  random hidden: one GEMM) -> ratio map / GEMM-GEMV;
   (d) workers     the map pass on 1 worker (sync, BLAS on 1 thread) vs the threaded scheduler (all cores;
                   series run in parallel).
 """
@@ -87,7 +89,7 @@ def main() -> None:
 
     with threadpool_limits(1):
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), 1)
-        t_gemm = best(lambda: _matmul_cost(fmap, u, args.chunk_rows), 1)
+        t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), 1)
 
     raw_b, feat_b = du(os.path.join(root, "raw.zarr")), du(feat_path)
     print(f"(a) map pass, threads            {t_map:8.2f} s   {len(y) / t_map:12,.0f} rows/s")
@@ -107,15 +109,31 @@ def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
         _, state = fmap.apply_chunk(u[a : a + chunk_rows], a, g[a : a + chunk_rows], state)
 
 
-def _matmul_cost(fmap, u: np.ndarray, chunk_rows: int) -> None:
+def _heads(g: np.ndarray) -> tuple[np.ndarray, int]:
+    """First row of every series run of a chunk, and the chunk's length."""
+    return np.flatnonzero(np.r_[True, g[1:] != g[:-1]]), len(g)
+
+
+def _matmul_cost(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
     """The map's matrix products alone (no nonlinearity, no bookkeeping)."""
-    if isinstance(fmap, EchoStateNetwork):
-        WT = np.ascontiguousarray(fmap.w_res_.T)
-        x = np.zeros(WT.shape[0])
-        buf = np.empty_like(x)
-        for _ in range(u.shape[0]):
-            np.dot(x, WT, out=buf)
-            x, buf = buf, x
+    if isinstance(fmap, EchoStateNetwork):  # the reservoir's products with the map's shapes: the series of a
+        WT = np.ascontiguousarray(fmap.w_res_.T)  # chunk in lockstep (one GEMM per step; a GEMV for one series)
+        for a in range(0, len(u), chunk_rows):
+            lengths = np.sort(np.diff(np.append(*_heads(g[a : a + chunk_rows]))))[::-1]
+            X = np.zeros((len(lengths), WT.shape[0]))
+            buf = np.empty_like(X)
+            if len(lengths) == 1:
+                x, b = X[0], buf[0]
+                for _ in range(int(lengths[0])):
+                    np.dot(x, WT, out=b)
+                    x, b = b, x
+                continue
+            k = len(lengths)
+            for t in range(int(lengths[0])):
+                while lengths[k - 1] <= t:
+                    k -= 1
+                np.dot(X[:k], WT, out=buf[:k])
+                X, buf = buf, X
     else:
         W = fmap.weights_
         for a in range(0, len(u), chunk_rows):

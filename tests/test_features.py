@@ -101,6 +101,20 @@ def test_esn_states_equal_one_run_per_series(series, leak):
     assert np.mean(esn.w_res_ == 0) == pytest.approx(0.9, abs=0.05)
 
 
+def test_esn_many_series_in_one_chunk_run_in_lockstep(rng):
+    """A chunk of 40 series of lengths 1..60 (batched: one GEMM per step), the first continuing the chunk before."""
+    lengths = rng.integers(1, 61, 40)
+    X = rng.standard_normal((int(lengths.sum()), 2))
+    g = np.repeat(rng.permutation(1000)[:40], lengths)
+    esn = EchoStateNetwork(30, leak_rate=0.4, bias_scaling=0.3, seed=2).fit(X)
+    ref = esn_reference(esn, X, g)
+    cut = int(lengths[0]) // 2 + 1  # inside series 0 (or right after a 1-step series)
+    np.testing.assert_allclose(chunked(esn, X, g, [cut, X.shape[0] - cut]), ref, rtol=0, atol=1e-12)
+    _, state = esn.apply_chunk(X, 0, g, esn.init_state())
+    assert state[0] == g[-1] and state[1] == lengths[-1]
+    np.testing.assert_allclose(state[2], ref[-1], rtol=0, atol=1e-12)
+
+
 def test_delays_reference(series):
     X, g = series
     d = Delays(2).fit(X)

@@ -105,12 +105,16 @@ class EchoStateNetwork(FeatureMap):
         a = float(self.leak_rate)
         pos, ids = run_heads(groups, m)
         ends = np.append(pos[1:], m)
-        for p, e, gid in zip(pos, ends, ids):
-            if p > 0 or series is NO_SERIES or gid != series:
-                series, t, x = gid, 0, np.zeros(n)
-            x = _run(U[p:e], WT, a, x, F[p:e])
-            t += e - p
-        return F, (series, t, x)
+        if len(pos) == 0:
+            return F, state
+        if series is NO_SERIES or ids[0] != series:  # the chunk does not continue the state's series
+            t, x = 0, np.zeros(n)
+        if len(pos) == 1:
+            x = _run(U, WT, a, x, F)
+        else:  # several series: in lockstep, one GEMM per step instead of one GEMV per series and step
+            x = _run_series(U, pos, ends, WT, a, x, F)
+            t = 0
+        return F, (ids[-1], t + int(ends[-1] - pos[-1]), x)
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """False for the first ``washout`` rows of every series."""
@@ -125,6 +129,37 @@ class EchoStateNetwork(FeatureMap):
             t0 = t if (p == 0 and series is not NO_SERIES and gid == series) else 0
             keep[p : min(e, p + max(0, w - t0))] = False
         return keep
+
+
+def _run_series(U: np.ndarray, pos: np.ndarray, ends: np.ndarray, WT: np.ndarray, a: float, x0: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """States of the independent series ``U[pos[i]:ends[i]]`` run in lockstep into ``out``; the last one's final state.
+
+    The first series starts from ``x0``, the others from rest.  Series are sorted by
+    length (longest first), so the ``k`` still running at a step are the first ``k``
+    rows of the state matrix and each step is one GEMM ``X[:k] @ W'``.
+    """
+    lengths = np.asarray(ends - pos, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    starts, steps = np.asarray(pos, dtype=np.int64)[order], lengths[order]
+    S, n = len(order), WT.shape[0]
+    X = np.zeros((S, n))
+    X[int(np.flatnonzero(order == 0)[0])] = x0
+    buf = np.empty((S, n))
+    k = S
+    for t in range(int(steps[0]) if S else 0):
+        while steps[k - 1] <= t:
+            k -= 1
+        rows = starts[:k] + t
+        np.dot(X[:k], WT, out=buf[:k])
+        buf[:k] += U[rows]
+        if a == 1.0:
+            np.tanh(buf[:k], out=X[:k])
+        else:
+            np.tanh(buf[:k], out=buf[:k])
+            X[:k] *= 1.0 - a
+            X[:k] += a * buf[:k]
+        out[rows] = X[:k]
+    return X[int(np.flatnonzero(order == S - 1)[0])].copy()
 
 
 def _run(U: np.ndarray, WT: np.ndarray, a: float, x: np.ndarray, out: np.ndarray) -> np.ndarray:
