@@ -123,6 +123,14 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """
         raise NotImplementedError
 
+    def apply_chunks(self, items: list[tuple[np.ndarray, int, np.ndarray | None, Any]]) -> list[tuple[np.ndarray, Any]]:
+        """:meth:`apply_chunk` of several chunks of independent series (each with its own state).
+
+        The result equals one :meth:`apply_chunk` call per item; a map may run them
+        together (the echo state network steps all their series in lockstep).
+        """
+        return [self.apply_chunk(X, row_start, g, state) for X, row_start, g, state in items]
+
     def keep_mask(self, m: int, groups: np.ndarray | None, state: Any) -> np.ndarray | None:
         """Rows of a chunk used for training (None: all); ``state`` is the state before the chunk."""
         return None

@@ -96,25 +96,42 @@ class EchoStateNetwork(FeatureMap):
 
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk`; the state is ``(series, t, x)``."""
-        X = np.asarray(X, dtype=np.float64)
-        m, n = X.shape[0], int(self.n_units)
-        F = np.empty((m, n))
-        series, t, x = state
-        U = X @ self.w_in_.T + self.bias_
-        WT = np.ascontiguousarray(self.w_res_.T)
-        a = float(self.leak_rate)
-        pos, ids = run_heads(groups, m)
-        ends = np.append(pos[1:], m)
-        if len(pos) == 0:
-            return F, state
-        if series is NO_SERIES or ids[0] != series:  # the chunk does not continue the state's series
-            t, x = 0, np.zeros(n)
-        if len(pos) == 1:
-            x = _run(U, WT, a, x, F)
-        else:  # several series: in lockstep, one GEMM per step instead of one GEMV per series and step
-            x = _run_series(U, pos, ends, WT, a, x, F)
-            t = 0
-        return F, (ids[-1], t + int(ends[-1] - pos[-1]), x)
+        return self.apply_chunks([(X, row_start, groups, state)])[0]
+
+    def apply_chunks(self, items: list[tuple[np.ndarray, int, Any, Any]]) -> list[tuple[np.ndarray, Any]]:
+        """See :meth:`FeatureMap.apply_chunks`: every series of every item in lockstep, one GEMM per step."""
+        n = int(self.n_units)
+        U = [np.asarray(X, dtype=np.float64) @ self.w_in_.T + self.bias_ for X, *_ in items]
+        offsets = np.concatenate([[0], np.cumsum([u.shape[0] for u in U])]).astype(np.int64)
+        pos: list[np.ndarray] = []
+        ends: list[np.ndarray] = []
+        x0: list[np.ndarray] = []
+        last: list[int | None] = []
+        t_end: list[tuple[Any, int]] = []
+        for (_x, _, groups, (series, t, x)), u, off in zip(items, U, offsets):
+            m = u.shape[0]
+            p, ids = run_heads(groups, m)
+            if len(p) == 0:
+                last.append(None)
+                t_end.append((series, t))
+                continue
+            cont = series is not NO_SERIES and ids[0] == series
+            pos.append(p + off)
+            ends.append(np.append(p[1:], m) + off)
+            x0.append(x if cont else np.zeros(n))
+            x0.extend(np.zeros(n) for _ in range(len(p) - 1))
+            last.append(sum(len(q) for q in pos) - 1)  # the chunk's last series
+            steps = int(m - p[-1])
+            t_end.append((ids[-1], (t if cont and len(p) == 1 else 0) + steps))
+        F = np.empty((int(offsets[-1]), n))
+        if pos:
+            finals = _run_series(np.vstack(U), np.concatenate(pos), np.concatenate(ends),
+                                 np.ascontiguousarray(self.w_res_.T), float(self.leak_rate), np.asarray(x0), F)
+        out = []
+        for k, (lst, (series, t)) in enumerate(zip(last, t_end)):
+            x = items[k][3][2] if lst is None else finals[lst]
+            out.append((F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3]))
+        return out
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """False for the first ``washout`` rows of every series."""
@@ -131,22 +148,27 @@ class EchoStateNetwork(FeatureMap):
         return keep
 
 
-def _run_series(U: np.ndarray, pos: np.ndarray, ends: np.ndarray, WT: np.ndarray, a: float, x0: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """States of the independent series ``U[pos[i]:ends[i]]`` run in lockstep into ``out``; the last one's final state.
+def _run_series(U: np.ndarray, pos: np.ndarray, ends: np.ndarray, WT: np.ndarray, a: float, X0: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """States of the independent series ``U[pos[i]:ends[i]]`` (from states ``X0[i]``) into ``out``.
 
-    The first series starts from ``x0``, the others from rest.  Series are sorted by
-    length (longest first), so the ``k`` still running at a step are the first ``k``
-    rows of the state matrix and each step is one GEMM ``X[:k] @ W'``.
+    One series runs step by step (a GEMV per step); several run in lockstep, sorted
+    by length (longest first), so the ``k`` still running at a step are the first
+    ``k`` rows of the state matrix and each step is one GEMM ``X[:k] @ W'``.
+
+    Returns
+    -------
+    array of shape (n_series, n_units)
+        The final state of every series (in the order of ``pos``).
     """
+    if len(pos) == 1:
+        return _run(U[pos[0] : ends[0]], WT, a, np.asarray(X0[0], dtype=np.float64), out[pos[0] : ends[0]])[None, :]
     lengths = np.asarray(ends - pos, dtype=np.int64)
     order = np.argsort(-lengths, kind="stable")
     starts, steps = np.asarray(pos, dtype=np.int64)[order], lengths[order]
-    S, n = len(order), WT.shape[0]
-    X = np.zeros((S, n))
-    X[int(np.flatnonzero(order == 0)[0])] = x0
-    buf = np.empty((S, n))
-    k = S
-    for t in range(int(steps[0]) if S else 0):
+    X = np.array(X0, dtype=np.float64)[order]
+    buf = np.empty_like(X)
+    k = len(order)
+    for t in range(int(steps[0])):
         while steps[k - 1] <= t:
             k -= 1
         rows = starts[:k] + t
@@ -159,7 +181,9 @@ def _run_series(U: np.ndarray, pos: np.ndarray, ends: np.ndarray, WT: np.ndarray
             X[:k] *= 1.0 - a
             X[:k] += a * buf[:k]
         out[rows] = X[:k]
-    return X[int(np.flatnonzero(order == S - 1)[0])].copy()
+    finals = np.empty_like(X)
+    finals[order] = X
+    return finals
 
 
 def _run(U: np.ndarray, WT: np.ndarray, a: float, x: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -68,6 +68,11 @@ def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
     return run_heads(g, g.shape[0])
 
 
+#: lanes of independent series run together by one task (one GEMM per reservoir step for all their series);
+#: fixed, so the reduction tree (and a resumed pass) does not depend on the scheduler
+LANE_GROUP = 8
+
+
 class Lane:
     """Chunks ``first .. stop - 1`` of the pass and the warm-up rows before them (a plain class:
     dask must not look inside it, the task reads the blocks itself)."""
@@ -76,6 +81,14 @@ class Lane:
                  prefix: tuple[Any, Any, int] | None, init: Any = None) -> None:
         self.first, self.stop, self.blocks, self.starts, self.prefix = first, stop, blocks, starts, prefix
         self.init = init  # the map's state before the lane (None: from rest)
+
+
+class LaneGroup:
+    """Consecutive lanes run by one task, their chunks taken in rounds (chunk r of every lane together)."""
+
+    def __init__(self, lanes: list[Lane]) -> None:
+        self.lanes = lanes
+        self.first, self.stop = lanes[0].first, lanes[-1].stop
 
 
 def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.ndarray) -> list[tuple[int, int, int | None]]:
@@ -106,8 +119,11 @@ def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.
     return [(a, b, None) for a, b in zip(firsts, [*firsts[1:], n])]
 
 
-def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: Any) -> list[tuple[tuple[()], tuple[Lane, Any]]]:
+def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: Any) -> list[tuple[tuple[()], tuple[Lane | LaneGroup, Any]]]:
     """Calls ``((), (lane, spec))`` of the lanes starting at chunk ``first`` or later.
+
+    Exact lanes of a stateful map come in groups of ``LANE_GROUP`` (:class:`LaneGroup`):
+    one task runs their series together.
 
     Parameters
     ----------
@@ -121,7 +137,7 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
     fmap.check_width(int(source.X.shape[1]))
     offset = int(starts[0]) if len(starts) else 0
     heads = series_runs(source.groups, starts)[0] if fmap.stateful else np.zeros(0, dtype=np.int64)
-    calls = []
+    lanes: list[Lane] = []
     for a, b, warm in plan_lanes(fmap, starts, offset + int(source.X.shape[0]), heads):
         if a < first < b:  # cannot happen: checkpoints are saved at lane ends of the same plan
             raise CheckpointError(f"the checkpoint ends inside a lane of chunks {a}-{b - 1}; delete it and rerun the pass")
@@ -133,12 +149,14 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
             lo, hi = warm - offset, int(starts[a]) - offset
             prefix = (source.X[lo:hi], None if source.groups is None else source.groups[lo:hi], warm)
         init = spec.features_state if a == 0 and fmap.stateful else None
-        calls.append(((), (Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init), spec)))
-    return calls
+        lanes.append(Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init))
+    if fmap.stateful and not getattr(fmap, "warmup", None):  # exact lanes: independent series, run together
+        return [((), (LaneGroup(lanes[i : i + LANE_GROUP]), spec)) for i in range(0, len(lanes), LANE_GROUP)]
+    return [((), (lane, spec)) for lane in lanes]
 
 
-def lane_task(lane: Lane, spec: Any) -> Any:
-    """Merged statistics of a lane's chunks, the map applied with its state carried (pure).
+def lane_task(lane: Lane | LaneGroup, spec: Any) -> Any:
+    """Merged statistics of a lane's chunks (or a group's lanes, in row order), the map applied with its state carried (pure).
 
     Raises
     ------
@@ -150,6 +168,8 @@ def lane_task(lane: Lane, spec: Any) -> Any:
     from ..stats import merge
     from ..stream import chunk_task
 
+    if isinstance(lane, LaneGroup):
+        return _group_task(lane, spec)
     fmap: FeatureMap = spec.features
     state = fmap.init_state() if lane.init is None else lane.init
     if lane.prefix is not None:
@@ -229,12 +249,55 @@ def merge_lanes(a: Any, b: Any) -> Any:
     return out
 
 
+def _group_task(group: LaneGroup, spec: Any) -> Any:
+    """:func:`lane_task` of a group: round r maps chunk r of every lane in one ``apply_chunks`` call."""
+    from ..executors import materialize_all
+    from ..stats import merge
+    from ..stream import chunk_task
+
+    fmap: FeatureMap = spec.features
+    lanes = group.lanes
+    states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
+    results: list[Any] = [None] * len(lanes)
+    for r in range(max(len(lane.blocks) for lane in lanes)):
+        items, rest = [], []
+        for j, lane in enumerate(lanes):
+            if r < len(lane.blocks):
+                X, y, g, w = materialize_all(lane.blocks[r])
+                g, start = _flat(g), lane.starts[r]
+                X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
+                items.append((X, start, g, states[j]))
+                rest.append((j, y, w, bad, keep))
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
+            mapped = fmap.apply_chunks(items)
+        for (_x, start, g, _), (j, y, w, bad, keep), (F, state) in zip(items, rest, mapped):
+            _check_good(F, bad, start, fmap)
+            part = chunk_task(F, y, g, w, start, spec, drop=None if keep is None else ~keep)
+            results[j] = part if results[j] is None else merge(results[j], part)
+            states[j] = state
+    out = None
+    for part in results:  # lanes in row order
+        out = part if out is None else merge(out, part)
+    if out is not None:
+        out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
+    return out
+
+
 def _flat(g: Any) -> np.ndarray | None:
     return None if g is None else np.asarray(g).reshape(-1)
 
 
 def _map_chunk(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None, state: Any, skip: bool) -> tuple[np.ndarray, np.ndarray | None, Any]:
     """Features, rows to leave out (washout) and the new state of one chunk."""
+    X, bad, keep = _checked_input(fmap, X, start, g, state, skip)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
+        F, state = fmap.apply_chunk(X, start, g, state)
+    _check_good(F, bad, start, fmap)
+    return F, None if keep is None else ~keep, state
+
+
+def _checked_input(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None, state: Any, skip: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Raw rows ready for the map (NaN rows zeroed when skipped), the rows with NaN, and the rows kept (washout)."""
     bad = ~np.isfinite(X).reshape(X.shape[0], -1).all(axis=1) if X.dtype.kind in "fc" else np.zeros(X.shape[0], bool)
     if bad.any() and (fmap.stateful or not skip):
         rows = (np.flatnonzero(bad)[:5] + start).tolist()
@@ -245,18 +308,16 @@ def _map_chunk(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None
         )
     if bad.any():
         X = np.where(bad[:, None], 0.0, X)
-    keep = fmap.keep_mask(X.shape[0], g, state)
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
-        F, state = fmap.apply_chunk(X, start, g, state)
-    _check_good(F, bad, start, fmap)
-    if bad.any():
-        F[bad] = np.nan  # dropped by the statistics kernel (skip_nonfinite)
-    return F, None if keep is None else ~keep, state
+    return X, bad, fmap.keep_mask(X.shape[0], g, state)
 
 
 def _check_good(F: np.ndarray, bad: np.ndarray, start: int, fmap: FeatureMap) -> None:
-    """Non-finite features in rows whose raw input was finite: an error naming the rows."""
+    """Non-finite features in rows whose raw input was finite: an error naming the rows; rows with NaN input
+    get NaN features (dropped by the statistics kernel with ``skip_nonfinite``)."""
     if bad.any():
-        F = F.copy()
-        F[bad] = 0.0
+        G = F.copy()
+        G[bad] = 0.0
+        check_features(G, start, fmap)
+        F[bad] = np.nan
+        return
     check_features(F, start, fmap)
