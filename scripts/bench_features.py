@@ -5,6 +5,7 @@ Usage::
     python scripts/bench_features.py                        # ESN 200 units, 16 series x 12,500 steps
     python scripts/bench_features.py --map random_hidden --units 500 --series 8 --steps 25000
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
+    python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
 
 Measured in one run on the same data (raw inputs: 2 float32 columns, one target, series ids):
 
@@ -12,8 +13,8 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
   (b) disk route  the features computed once and written to zarr (float32), then ``compute_stats`` on them;
                   reported as write time, pass time and their sum, with the disk space of both stores;
   (c) map alone   the map over all rows chunk by chunk in memory on one thread, and its matrix-product cost alone
-                  (ESN: per step, the GEMM X @ W' of the chunk's series in lockstep, a GEMV for one series;
-                  random hidden: one GEMM) -> ratio map / GEMM-GEMV;
+                  (ESN: series in groups of LANE_GROUP run in lockstep as the pass runs them, and per step the
+                  GEMM X[:k] @ W' of the k series still running; random hidden: one GEMM) -> ratio map / GEMM-GEMV;
   (d) workers     the map pass on 1 worker (sync, BLAS on 1 thread) vs the threaded scheduler (all cores;
                   series run in parallel).
 """
@@ -66,6 +67,7 @@ def main() -> None:
     ap.add_argument("--chunk-rows", type=int, default=12_500)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench_features_")
     fmap = EchoStateNetwork(args.units, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)
@@ -88,8 +90,16 @@ def main() -> None:
     t_disk = best(lambda: sr.StreamRidgeCV(cv="groups", chunk_rows=args.chunk_rows, scheduler="threads").compute_stats(feat_path, groups="groups"), args.repeats)
 
     with threadpool_limits(1):
-        t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), 1)
-        t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), 1)
+        t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
+        t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats)
+
+        from streamridge.features import plan
+
+        group, plan.LANE_GROUP = plan.LANE_GROUP, 1  # the series one at a time (before lanes ran in groups)
+        t_alone1 = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
+        t_gemv1 = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats)
+        plan.LANE_GROUP = group
+    t_workers = _workers(est, raw, args.repeats) if args.workers else None
 
     raw_b, feat_b = du(os.path.join(root, "raw.zarr")), du(feat_path)
     print(f"(a) map pass, threads            {t_map:8.2f} s   {len(y) / t_map:12,.0f} rows/s")
@@ -97,29 +107,55 @@ def main() -> None:
           f"(map pass is {(t_write + t_disk) / t_map:.2f}x faster end to end; pass over stored features alone {t_disk / t_map:.2f}x of (a))")
     print(f"    disk: raw {raw_b / 2**20:.1f} MiB, features {feat_b / 2**20:.1f} MiB (avoided by the map pass)")
     print(f"(c) map alone, 1 thread          {t_alone:8.2f} s; its GEMM/GEMV alone {t_gemm:.2f} s; ratio {t_alone / t_gemm:.2f}")
+    print(f"    series one at a time         {t_alone1:8.2f} s; its GEMV alone {t_gemv1:.2f} s; ratio {t_alone1 / t_gemv1:.2f}; "
+          f"batched map {t_alone1 / t_alone:.2f}x faster")
     print(f"(d) map pass 1 worker (sync)     {t_map1:8.2f} s; threads {t_map:.2f} s; speed-up {t_map1 / t_map:.2f}x on {os.cpu_count()} cores")
+    if t_workers is not None:
+        print(f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
+              f"{t_workers[0]:.2f} s / {t_workers[1]:.2f} s; speed-up {t_workers[0] / t_workers[1]:.2f}x")
     if args.dir is None:
         shutil.rmtree(root)
 
 
+def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
+    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes."""
+    from distributed import Client, LocalCluster
+
+    out = []
+    for n in (1, 2):
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+            out.append(best(lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups"), repeats))
+    return out[0], out[1]
+
+
+def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
+    """(start, stop) of every series, in groups of LANE_GROUP (the series one task of the pass runs together)."""
+    from streamridge.features.plan import LANE_GROUP
+
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    runs = list(zip(heads.tolist(), np.append(heads[1:], len(g)).tolist()))
+    return [runs[i : i + LANE_GROUP] for i in range(0, len(runs), LANE_GROUP)]
+
+
 def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
-    """The map over all rows chunk by chunk in memory, state carried (what the pass computes, without statistics)."""
+    """The map over all rows without statistics: the ESN as the pass runs it (series in groups of LANE_GROUP,
+    each group in lockstep), other maps chunk by chunk."""
+    if isinstance(fmap, EchoStateNetwork):
+        for group in _series_groups(g):
+            fmap.apply_chunks([(u[a:b], a, g[a:b], fmap.init_state()) for a, b in group])
+        return
     state = fmap.init_state()
     for a in range(0, len(u), chunk_rows):
         _, state = fmap.apply_chunk(u[a : a + chunk_rows], a, g[a : a + chunk_rows], state)
 
 
-def _heads(g: np.ndarray) -> tuple[np.ndarray, int]:
-    """First row of every series run of a chunk, and the chunk's length."""
-    return np.flatnonzero(np.r_[True, g[1:] != g[:-1]]), len(g)
-
-
 def _matmul_cost(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
-    """The map's matrix products alone (no nonlinearity, no bookkeeping)."""
-    if isinstance(fmap, EchoStateNetwork):  # the reservoir's products with the map's shapes: the series of a
-        WT = np.ascontiguousarray(fmap.w_res_.T)  # chunk in lockstep (one GEMM per step; a GEMV for one series)
-        for a in range(0, len(u), chunk_rows):
-            lengths = np.sort(np.diff(np.append(*_heads(g[a : a + chunk_rows]))))[::-1]
+    """The map's matrix products alone (no nonlinearity, no bookkeeping): for the ESN the same steps as
+    :func:`_map_alone` (per step the GEMM X[:k] @ W' of the k series of a group still running; a GEMV for one)."""
+    if isinstance(fmap, EchoStateNetwork):
+        WT = np.ascontiguousarray(fmap.w_res_.T)
+        for group in _series_groups(g):
+            lengths = np.sort([b - a for a, b in group])[::-1]
             X = np.zeros((len(lengths), WT.shape[0]))
             buf = np.empty_like(X)
             if len(lengths) == 1:
