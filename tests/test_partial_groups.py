@@ -128,3 +128,26 @@ def test_single_series_shards_merge_by_group_id(rng):
     _assert_same_model(fitted, whole)
     with pytest.raises(Exception, match="overlap"):  # the same series twice is still refused
         sr.merge(shards[0], shards[0])
+
+
+def test_leave_one_series_out_incrementally_with_a_reservoir(rng):
+    """An ESN read-out fed one series per partial_fit call equals one fit over all series."""
+    from streamridge.features import EchoStateNetwork
+
+    lengths = [80, 120, 60, 100]
+    X = rng.standard_normal((sum(lengths), 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(X.shape[0])
+    g = np.repeat([5, 2, 9, 1], lengths)
+    kw = {"cv": "groups", "alphas": np.logspace(-3, 2, 6)}
+    whole = sr.StreamRidgeCV(features=EchoStateNetwork(15, seed=1, washout=4), **kw).fit(X, y, groups=g)
+    inc = sr.StreamRidgeCV(features=EchoStateNetwork(15, seed=1, washout=4), **kw)
+    start = 0
+    for i, m in enumerate(lengths):
+        rows = slice(start, start + m)
+        if i == 0:
+            with pytest.raises(FoldError, match="got 1 so far"):
+                inc.partial_fit(X[rows], y[rows], groups=g[rows])
+        else:
+            inc.partial_fit(X[rows], y[rows], groups=g[rows])
+        start += m
+    _assert_same_model(inc, whole)
