@@ -396,6 +396,7 @@ class _StreamRidgeBase(BaseEstimator):
             "y_1d": bool(self._y_1d),
             "streamridge_version": __version__,
             **({} if spec.features is None else {"features": _features_json(spec.features)}),
+            "source": str(getattr(src, "description", "") or "") or None,
         }
 
     def fit_stats(self, stats: FoldStats) -> Any:

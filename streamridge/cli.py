@@ -1,4 +1,4 @@
-"""Command line: ``streamridge fit | stats | merge | predict | info | demo``.
+"""Command line: ``streamridge fit | stats | merge | predict | info | report | demo``.
 
 Every error a user can cause prints one line ``streamridge: error: MESSAGE`` on
 stderr and exits with code 2 (``--debug`` shows the traceback instead); a
@@ -179,6 +179,14 @@ def _add_info(sub: Any) -> None:
     _common(p)
 
 
+def _add_report(sub: Any) -> None:
+    p = sub.add_parser("report", help="write an HTML report (CV curve, selection path, classes, coefficients)")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--out", metavar="HTML", help="HTML file to write (default: MODEL with suffix .html)")
+    p.add_argument("--png", metavar="DIR", help="also save every figure as a PNG file in this directory")
+    _common(p)
+
+
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="generate an echo state network / NARMA-10 data set and fit it")
     p.add_argument("--out", default="streamridge-demo", metavar="DIR", help="output directory")
@@ -200,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_demo, cli_features.add_features_command):
+    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_report, _add_demo,
+                cli_features.add_features_command):
         add(sub)
     return parser
 
@@ -457,6 +466,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``streamridge report``: a self-contained HTML report of a model file (matplotlib imported lazily)."""
+    from .html_report import write_report
+
+    out = _check_out(args.out or os.path.splitext(args.model)[0] + ".html", "report", data=args.model)
+    if args.png is not None:
+        _check_out(os.path.join(args.png, "x.png") if os.path.isdir(args.png) else args.png, "figures")
+    sections = write_report(args.model, out, png_dir=args.png)
+    shown = [s.key for s in sections if s.omitted is None]
+    print(f"wrote {out} ({len(shown)} sections: {', '.join(shown)})")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """``streamridge demo``: write the ESN/NARMA-10 data, fit it, test on a held-out series."""
     import numpy as np
@@ -554,8 +576,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
-    "fit": cmd_fit, "stats": cmd_stats, "merge": cmd_merge, "predict": cmd_predict, "info": cmd_info, "demo": cmd_demo,
-    "features": cli_features.cmd_features,
+    "fit": cmd_fit, "stats": cmd_stats, "merge": cmd_merge, "predict": cmd_predict, "info": cmd_info, "report": cmd_report,
+    "demo": cmd_demo, "features": cli_features.cmd_features,
 }
 
 

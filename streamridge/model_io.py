@@ -21,7 +21,8 @@ Layout of a model file (``np.savez``, read back with ``allow_pickle=False``):
 The header holds ``format`` ("streamridge-model"), ``format_version``, the
 streamridge version, the estimator class and its JSON-safe parameters, feature
 and target names, ``n_features_in_``, the fold scheme, timings, the selection
-path, the ``y_1d`` flag and the classes.  A reader of a newer format version
+path, the ``y_1d`` flag, the classes and (optional) the data ``source`` and the
+row count of every (fold, class) cell ``fold_count``.  A reader of a newer format version
 refuses the file instead of guessing.
 """
 
@@ -233,6 +234,9 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     previous = getattr(estimator, "_model_header", {})
     if header["n_rows"] is None:
         header["n_rows"] = previous.get("n_rows")
+    # optional since 0.1 (readers must not require them): the data source and per-(fold, class) row counts
+    header["source"] = meta.get("source", previous.get("source"))
+    header["fold_count"] = stats.count.tolist() if stats is not None else previous.get("fold_count")
     header["cv_summary"] = (
         previous.get("cv_summary") if stats is None and previous else estimator_summary(estimator)
     )

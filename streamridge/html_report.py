@@ -1,0 +1,329 @@
+"""``streamridge report``: one self-contained HTML file (PNG images embedded) describing a model file.
+
+Sections, each present only when the model holds what it needs (otherwise a
+sentence says why): data and pass summary; CV error against lambda; lambda per
+target; nested CV and scores; selection path; prefix curve; classes;
+coefficients.  Figures come from :mod:`streamridge.plot`; the file is written
+atomically, and ``--png DIR`` also saves each figure as a PNG file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import plot_data
+from .report import estimator_summary, scheme_text
+
+MAX_TABLE_ROWS = 40
+
+
+@dataclass
+class Section:
+    """One part of the report: a title, an optional figure (PNG bytes) and HTML text."""
+
+    key: str
+    title: str
+    body: str = ""
+    png: bytes | None = None
+    omitted: str | None = None  # the reason, when the section does not apply
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- helpers
+def _figure(draw: Callable[[Any], Any], *, size: tuple[float, float] = (7.5, 4.2)) -> bytes:
+    """Render ``draw(ax)`` on a fresh Agg figure (no pyplot state) and return PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=110)
+    FigureCanvasAgg(fig)
+    draw(fig.add_subplot())
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _g(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "n/a"
+    return f"{float(x):.{digits}g}"
+
+
+def _table(header: list[str], rows: list[list[Any]], *, limit: int = MAX_TABLE_ROWS) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = [
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows[:limit]
+    ]
+    more = f"<p class='note'>… {len(rows) - limit} more rows not shown.</p>" if len(rows) > limit else ""
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _p(text: str, cls: str = "") -> str:
+    return f"<p{f' class={cls!r}' if cls else ''}>{html.escape(text)}</p>"
+
+
+# ---------------------------------------------------------------------- sections
+def summary_section(model: Any, header: dict[str, Any], path: str) -> Section:
+    """Data and pass summary: rows, features, folds and their sizes, timings, source."""
+    t = dict(getattr(model, "timings_", {}) or {})
+    W = plot_data.fold_weight(model)
+    rows = [
+        ["model file", path],
+        ["estimator", f"{header.get('estimator')} ({header.get('task')}), streamridge {header.get('streamridge_version')}"],
+        ["source", header.get("source") or "not recorded in this model file"],
+        ["rows", "n/a" if header.get("n_rows") is None else f"{int(header['n_rows']):,}"],
+        ["features", int(model.n_features_in_)],
+        ["targets", int(header.get("n_targets") or 1)],
+        ["folds", f"{model.n_folds_} ({scheme_text(header.get('scheme') or {})})"],
+        ["pass time", "no pass (fit from statistics)" if not t.get("rows") else f"{_g(t.get('pass_s'), 3)} s"],
+        ["rows/s", "n/a" if not t.get("rows") else f"{t.get('rows_per_s', float('nan')):,.0f}"],
+        ["solve time", f"{_g(t.get('solve_s'), 3)} s"],
+        ["peak memory", "n/a" if not t.get("peak_rss_mb") or not np.isfinite(t["peak_rss_mb"]) else f"{t['peak_rss_mb']:,.0f} MB"],
+    ]
+    body = _table(["", ""], [[k, v] for k, v in rows])
+    if W is not None:
+        fold_rows = [[k, f"{w:,.6g}"] for k, w in enumerate(W.sum(axis=1))]
+        body += "<h3>Fold sizes</h3>" + _p("Validation weight of every fold (its row count when unweighted).")
+        body += _table(["fold", "weight"], fold_rows)
+    else:
+        body += _p("Fold sizes are not stored in this model file.", "note")
+    return Section("summary", "Data and pass", body)
+
+
+def lambda_section(model: Any) -> Section:
+    """CV error against lambda, per fold, chosen lambda, 1-SE band and edge warning."""
+    from . import plot
+
+    c = plot_data.lambda_curve(model)
+    cv = estimator_summary(model)
+    alpha = model.alpha_
+    chosen = f"{_g(alpha)}" if np.ndim(alpha) == 0 else f"one per target, {_g(np.min(alpha))} .. {_g(np.max(alpha))}"
+    rule = getattr(model, "alpha_rule", "min")
+    lines = [
+        f"Chosen lambda: {chosen} (rule: {'one standard error' if rule == '1se' else 'smallest CV error'}).",
+        f"Grid: {c.alphas.shape[0]} values from {_g(c.alphas[0])} to {_g(c.alphas[-1])}.",
+        f"Smallest total CV error {_g(c.total[c.best])} at lambda {_g(c.alphas[c.best])}; "
+        f"one standard error over folds {_g(c.std_error)} (band up to {_g(c.threshold)}).",
+    ]
+    if cv.get("cv_rmse") is not None:
+        lines.append(f"CV RMSE at the chosen lambda {_g(cv['cv_rmse'])}" + (f", CV R² {cv['cv_r2']:.4f}." if cv.get("cv_r2") is not None else "."))
+    body = "".join(_p(s) for s in lines)
+    if c.edge is not None:
+        body += _p(f"Warning: the smallest CV error is at the {c.edge} edge of the lambda grid; "
+                   f"extend the grid ({'smaller' if c.edge == 'low' else 'larger'} values) with --alphas.", "warn")
+    png = _figure(lambda ax: plot.cv_curve(model, ax))
+    return Section("lambda", "CV error against lambda", body, png)
+
+
+def targets_section(model: Any) -> Section:
+    """Per-target lambda and CV error (histogram of lambdas)."""
+    from . import plot
+
+    data = plot_data.target_alphas(model)
+    if data is None:
+        return Section("targets", "Lambda per target", omitted="the model has one lambda for all targets (alpha_per_target was off).")
+    alphas, errors = data
+    names = plot_data.target_names(model, alphas.shape[0])
+    rows = [[names[t], _g(alphas[t]), _g(errors[t])] for t in range(alphas.shape[0])]
+    body = _p(f"{alphas.shape[0]} targets, lambdas from {_g(alphas.min())} to {_g(alphas.max())}.")
+    body += _table(["target", "lambda", "CV squared error"], rows)
+    return Section("targets", "Lambda per target", body, _figure(lambda ax: plot.target_alphas(model, ax)))
+
+
+def nested_section(model: Any) -> Section:
+    """Nested CV errors and CV scores when the model carries them."""
+    nested = getattr(model, "nested_cv_errors_", None)
+    scores = getattr(model, "cv_scores_", None)
+    if nested is None and scores is None:
+        return Section("nested", "Nested CV and scores", omitted="the model carries no nested_cv_errors_ or cv_scores_ (fitted without nested CV or metrics).")
+    body = ""
+    if nested is not None:
+        v = np.asarray(nested, dtype=np.float64).reshape(-1)
+        body += _p(f"Nested CV error per outer fold: mean {_g(np.mean(v))}, spread (std) {_g(np.std(v))}.")
+        body += _table(["outer fold", "error"], [[k, _g(e)] for k, e in enumerate(v)])
+    if scores is not None:
+        s = np.asarray(scores, dtype=np.float64)
+        body += _p(f"cv_scores_ has shape {s.shape}; mean over all entries {_g(np.nanmean(s))}.")
+    return Section("nested", "Nested CV and scores", body)
+
+
+def selection_section(model: Any) -> Section:
+    """Selection path with the feature entering or leaving at every step."""
+    from . import plot
+
+    s = plot_data.selection_steps(model)
+    if s is None:
+        return Section("selection", "Selection path", omitted="no feature selection ran (fit with --select forward|backward|op-rr).")
+    names = plot_data.feature_names(model)
+    verb = "left" if s.direction == "backward" else "entered"
+    rows = []
+    for i in range(len(s.feature)):
+        f = int(s.feature[i])
+        what = "(starting set)" if f < 0 else f"{names[f] if f < len(names) else f} {verb}"
+        mark = "chosen" if i == s.best else ""
+        rows.append([i, what, int(s.n_features[i]), _g(s.cv_error[i]), _g(s.std_error[i]), _g(s.alpha[i]), mark])
+    body = _p(f"{s.direction or 'selection'} path of {len(s.feature)} steps; chosen step {s.best} "
+              f"with {int(s.n_features[s.best]) if s.best is not None else 'n/a'} features; 1-SE threshold {_g(s.threshold)}.")
+    body += _p("Only the direction that was run is stored in the model file.", "note")
+    body += _table(["step", "feature", "features", "CV error", "std error", "lambda", ""], rows)
+    return Section("selection", "Selection path", body, _figure(lambda ax: plot.selection_path(model, ax), size=(7.5, 4.8)))
+
+
+def prefix_section(model: Any) -> Section:
+    """Prefix curve (error against number of leading units) when prefixes were searched."""
+    from . import plot
+
+    data = plot_data.prefix_curve(model)
+    if data is None:
+        return Section("prefix", "Prefix curve", omitted="the model was fitted without feature prefixes (no prefix_errors_).")
+    sizes, errors = data
+    body = _table(["leading features", "CV error"], [[int(n), _g(e)] for n, e in zip(sizes, errors)])
+    return Section("prefix", "Prefix curve", body, _figure(lambda ax: plot.prefix_curve(model, ax)))
+
+
+CONFUSION_WHY = (
+    "Confusion counts are not shown: they need the sign or arg-max of every validation row's score, "
+    "and the statistics (counts, means and second moments per fold and class) do not determine them. "
+    "Run `streamridge predict` on labelled held-out data for a confusion matrix."
+)
+
+
+def classes_section(model: Any) -> Section:
+    """Per-class sizes, weights and validation error of the one-vs-rest targets."""
+    from . import plot
+
+    t = plot_data.class_table(model)
+    if t is None:
+        return Section("classes", "Classes", omitted="the model is a regressor, not a classifier.")
+    rows = [[lab, f"{w:,.6g}", _g(f)] for lab, w, f in zip(t.labels, t.weight, t.factor)]
+    body = _p(f"class_weight={getattr(model, 'class_weight', None)!r}; weight factor n / (C n_c) with balanced (CRRR).")
+    body += _table(["class", "weight (rows when unweighted)", "class weight factor"], rows)
+    body += _table(["±1 target", "CV squared error"], [[lab, _g(e)] for lab, e in zip(t.target_labels, t.target_error)])
+    body += _p(CONFUSION_WHY, "note")
+    return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax)))
+
+
+def coefficients_section(model: Any, *, top: int = 20) -> Section:
+    """Top coefficients by absolute value, with names, and the intercept."""
+    from . import plot
+
+    names, values = plot_data.top_coefficients(model, top=top)
+    intercept = np.atleast_1d(np.asarray(model.intercept_, dtype=np.float64))
+    n_targets = np.atleast_2d(model.coef_).shape[0]
+    body = _p(f"Intercept: {', '.join(_g(b) for b in intercept[:10])}" + (" …" if intercept.size > 10 else ""))
+    if n_targets > 1:
+        body += _p(f"Showing target 0 of {n_targets}.", "note")
+    body += _table(["feature", "coefficient"], [[n, _g(v)] for n, v in zip(names, values)])
+    return Section("coefficients", f"Top {len(names)} coefficients by |coef|", body,
+                   _figure(lambda ax: plot.coefficients(model, ax, top=top), size=(7.5, 0.25 * len(names) + 1.5)))
+
+
+# ---------------------------------------------------------------------- document
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}td,th{border:1px solid #ddd;padding:.15rem .5rem;text-align:left}
+img{max-width:100%;height:auto;display:block;margin:.5rem 0}.note{color:#666;font-size:.85rem}
+.warn{color:#a00;font-weight:bold}
+"""
+
+
+def build_sections(model: Any, header: dict[str, Any], path: str) -> list[Section]:
+    """Every section of the report, in order (omitted ones carry their reason)."""
+    return [
+        summary_section(model, header, path),
+        lambda_section(model),
+        targets_section(model),
+        nested_section(model),
+        selection_section(model),
+        prefix_section(model),
+        classes_section(model),
+        coefficients_section(model),
+    ]
+
+
+def render(sections: list[Section], title: str) -> str:
+    """The HTML document of the sections (images as base64 data URIs)."""
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        if s.omitted is not None:
+            continue
+        parts.append(f"<section id='{s.key}'><h2>{html.escape(s.title)}</h2>")
+        if s.png is not None:
+            data = base64.b64encode(s.png).decode()
+            parts.append(f"<img alt='{html.escape(s.title)}' src='data:image/png;base64,{data}'>")
+        parts.append(s.body + "</section>")
+    left_out = [s for s in sections if s.omitted is not None]
+    if left_out:
+        parts.append("<section id='omitted'><h2>Sections left out</h2><ul>")
+        parts += [f"<li><b>{html.escape(s.title)}</b>: {html.escape(s.omitted or '')}</li>" for s in left_out]
+        parts.append("</ul></section>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        os.chmod(tmp, 0o644)  # readable like any report, not mkstemp's 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> list[Section]:
+    """Read a model file and write its report to ``out`` (and the figures to ``png_dir``).
+
+    Parameters
+    ----------
+    model_path : str
+        A model file of :func:`streamridge.model_io.save_model`.
+    out : str
+        The HTML file to write (atomically: a failure leaves no partial file).
+    png_dir : str or None
+        Also write ``<section>.png`` for every figure here (created if missing).
+
+    Returns
+    -------
+    list of Section
+
+    Raises
+    ------
+    ModelFileError
+        Not a model file, or a newer format.
+    MissingDependencyError
+        matplotlib is not installed.
+    """
+    from .model_io import load_model
+    from .plot import require_matplotlib
+
+    model = load_model(model_path)
+    require_matplotlib()
+    header = dict(getattr(model, "_model_header", {}) or {})
+    sections = build_sections(model, header, os.path.abspath(model_path))
+    document = render(sections, f"streamridge report: {os.path.basename(model_path)}")
+    if png_dir is not None:
+        os.makedirs(png_dir, exist_ok=True)
+        for s in sections:
+            if s.png is not None:
+                _atomic_write(os.path.join(png_dir, f"{s.key}.png"), s.png)
+    _atomic_write(out, document.encode())
+    return sections

@@ -1,0 +1,284 @@
+"""``streamridge report``: the HTML parses, has one image per applicable section, names the chosen lambda;
+sections without the statistics they need are left out with a reason; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import zipfile
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
+from streamridge.cli import main
+from streamridge.html_report import build_sections, render, write_report
+from streamridge.model_io import load_model, save_model
+from streamridge.stats import save_stats
+
+ALPHAS = np.logspace(-3, 4, 12)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class _Doc(HTMLParser):
+    """Sections (id -> list of image payloads), the omitted list and all text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: dict[str, list[bytes]] = {}
+        self.current: str | None = None
+        self.text: list[str] = []
+        self.omitted: list[str] = []
+        self._in_li = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self.current = a.get("id")
+            self.sections.setdefault(self.current, [])
+        elif tag == "img":
+            src = a["src"]
+            assert src.startswith("data:image/png;base64,"), src[:40]  # embedded: opens offline
+            self.sections[self.current].append(base64.b64decode(src.split(",", 1)[1]))
+        elif tag == "li":
+            self._in_li = True
+            self.omitted.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "li":
+            self._in_li = False
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._in_li:
+            self.omitted[-1] += data
+
+
+def _parse(path) -> _Doc:
+    doc = _Doc()
+    doc.feed(open(path, encoding="utf-8").read())
+    doc.close()
+    for images in doc.sections.values():
+        for png in images:
+            assert png.startswith(PNG_MAGIC) and len(png) > 2000
+    return doc
+
+
+def _images(doc: _Doc) -> dict[str, int]:
+    return {k: len(v) for k, v in doc.sections.items() if v}
+
+
+@pytest.fixture
+def data(rng):
+    X = rng.standard_normal((300, 6)) + 1e6
+    Y = (X - 1e6) @ rng.standard_normal((6, 3)) + 0.4 * rng.standard_normal((300, 3))
+    return X, Y
+
+
+def _report(est, tmp_path, name="m"):
+    model = tmp_path / f"{name}.npz"
+    save_model(est, model)
+    out = tmp_path / f"{name}.html"
+    assert main(["report", str(model), "--out", str(out)]) == 0
+    return _parse(out), model
+
+
+def test_regression_report(data, tmp_path, capsys):
+    X, Y = data
+    est = StreamRidgeCV(cv=4, alphas=ALPHAS).fit(X, Y[:, 0])
+    doc, _ = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    assert f"Chosen lambda: {est.alpha_:.4g}" in text
+    assert "arrays (X: 300 x 6 float64)" in text  # the source, stored in the model file
+    assert f"{300:,}" in text
+    reasons = " ".join(doc.omitted)
+    assert "Selection path: no feature selection ran" in reasons
+    assert "Classes: the model is a regressor" in reasons
+    assert "Prefix curve: the model was fitted without feature prefixes" in reasons
+    assert "Lambda per target: the model has one lambda" in reasons
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_default_out_is_beside_the_model_and_png_dir(data, tmp_path):
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS, selection="forward").fit(X, Y[:, 0])
+    save_model(est, tmp_path / "sel.npz")
+    assert main(["report", str(tmp_path / "sel.npz"), "--png", str(tmp_path / "figs")]) == 0
+    doc = _parse(tmp_path / "sel.html")
+    pngs = sorted(os.listdir(tmp_path / "figs"))
+    assert pngs == ["coefficients.png", "lambda.png", "selection.png"]
+    for name in pngs:  # the PNG files are the embedded images
+        assert (tmp_path / "figs" / name).read_bytes() in doc.sections[name[:-4]]
+
+
+def test_multi_target_report(data, tmp_path):
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS, alpha_per_target=True).fit(X, Y)
+    doc, _ = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "targets": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    for t, a in enumerate(est.alpha_):
+        assert f"y{t}{a:.4g}" in text  # table row: target name, its lambda
+
+
+def test_classifier_report(rng, tmp_path):
+    X = rng.standard_normal((360, 5))
+    labels = np.array(["cat", "dog", "eel"])[np.argmax(X[:, :3] + rng.standard_normal((360, 3)), 1)]
+    labels[:60] = "cat"
+    est = StreamRidgeClassifierCV(cv=4, alphas=ALPHAS, class_weight="balanced").fit(X, labels)
+    doc, _ = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "classes": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    counts = {c: int((labels == c).sum()) for c in est.classes_}
+    for c in est.classes_:  # class, its rows, its CRRR factor n / (C n_c)
+        assert f"{c}{counts[c]:,}{360 / (3 * counts[c]):.4g}" in text
+    assert "Confusion counts are not shown" in text
+
+
+def test_selection_report_names_features(rng, tmp_path):
+    import zarr
+
+    X = rng.standard_normal((240, 5))
+    y = 3 * X[:, 1] - 2 * X[:, 4] + 0.3 * rng.standard_normal(240)
+    store = str(tmp_path / "d.zarr")
+    root = zarr.open_group(store, mode="w")
+    root.create_array("X", data=X, attributes={"feature_names": ["a", "b", "c", "d", "e"]})
+    root.create_array("y", data=y)
+    est = StreamRidgeCV(cv=4, alphas=ALPHAS, selection="backward").fit(store)
+    doc, _ = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "selection": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    names = np.array(["a", "b", "c", "d", "e"])
+    for f in est.selection_path_["feature"][1:]:
+        assert f"{names[f]} left" in text
+    assert "chosen" in text
+
+
+def test_prefix_and_nested_sections_when_present(data, tmp_path):
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
+    est.feature_prefixes_ = np.array([2, 4, 6])
+    est.prefix_errors_ = np.array([9.0, 4.0, 5.0])
+    est.nested_cv_errors_ = np.array([1.0, 2.0, 3.0])
+    sections = {s.key: s for s in build_sections(est, {}, "m.npz")}
+    assert sections["prefix"].png is not None and sections["prefix"].omitted is None
+    assert sections["nested"].omitted is None and "mean 2" in sections["nested"].body
+    html = render(list(sections.values()), "t")
+    assert html.count("<img") == 3
+
+
+def test_old_model_file_without_fold_sizes_or_source(data, tmp_path):
+    """A file written before ``source``/``fold_count``/``fold_weight`` existed: sentences say what is missing."""
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
+    path = tmp_path / "old.npz"
+    save_model(est, path)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files if k != "fold_weight"}
+    header = json.loads(bytes(arrays["header_json"]).decode())
+    for key in ("source", "fold_count"):
+        header.pop(key)
+    arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    out = tmp_path / "old.html"
+    assert main(["report", str(path), "--out", str(out)]) == 0
+    text = "".join(_parse(out).text)
+    assert "Fold sizes are not stored in this model file." in text
+    assert "not recorded in this model file" in text
+
+
+def test_model_file_records_source_and_fold_counts(data, tmp_path):
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
+    save_model(est, tmp_path / "m.npz")
+    header = load_model(tmp_path / "m.npz")._model_header
+    assert header["source"] == "arrays (X: 300 x 6 float64)"
+    assert np.sum(header["fold_count"]) == 300 and np.shape(header["fold_count"]) == (3, 1)
+    np.testing.assert_array_equal(header["fold_count"], est.stats_.count)
+
+
+# ---------------------------------------------------------------------- bad input
+def _fails(argv, capsys, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("streamridge: error:") and match in err, err
+
+
+def test_bad_inputs(data, tmp_path, capsys):
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
+    model = tmp_path / "m.npz"
+    save_model(est, model)
+    out = tmp_path / "r.html"
+    (tmp_path / "notes.txt").write_text("hello")
+    _fails(["report", str(tmp_path / "notes.txt"), "--out", str(out)], capsys, "not a readable streamridge model")
+    save_stats(est.stats_, tmp_path / "s.npz")
+    _fails(["report", str(tmp_path / "s.npz"), "--out", str(out)], capsys, "not a streamridge model")
+    _fails(["report", str(tmp_path / "missing.npz"), "--out", str(out)], capsys, "does not exist")
+    _fails(["report", str(model), "--out", str(tmp_path / "no" / "r.html")], capsys, "does not exist")
+    (tmp_path / "adir").mkdir()
+    _fails(["report", str(model), "--out", str(tmp_path / "adir")], capsys, "adir")  # unwritable even as root
+    assert os.listdir(tmp_path / "adir") == []
+    (tmp_path / "adir").rmdir()
+    # a newer format version
+    newer = tmp_path / "newer.npz"
+    with zipfile.ZipFile(model) as z, np.load(model) as a:
+        assert "header_json.npy" in z.namelist()
+        arrays = {k: a[k] for k in a.files}
+    header = json.loads(bytes(arrays["header_json"]).decode())
+    header["format_version"] = 99
+    arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(newer, **arrays)
+    _fails(["report", str(newer), "--out", str(out)], capsys, "upgrade streamridge")
+    assert not out.exists()
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "newer.npz", "notes.txt", "s.npz"]
+
+
+def test_unwritable_out(data, tmp_path, capsys):
+    if os.geteuid() == 0:
+        pytest.skip("root can write to read-only directories")
+    X, Y = data
+    model = tmp_path / "m.npz"
+    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        _fails(["report", str(model), "--out", str(ro / "r.html")], capsys, "not writable")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_missing_matplotlib_writes_nothing(data, tmp_path, capsys, monkeypatch):
+    X, Y = data
+    model = tmp_path / "m.npz"
+    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    _fails(["report", str(model), "--out", str(tmp_path / "r.html"), "--png", str(tmp_path / "png")], capsys,
+           'pip install "streamridge[plot]"')
+    assert sorted(os.listdir(tmp_path)) == ["m.npz"]
+
+
+def test_failure_while_writing_leaves_no_partial_file(data, tmp_path, monkeypatch):
+    import streamridge.html_report as hr
+
+    X, Y = data
+    model = tmp_path / "m.npz"
+    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
+    out = tmp_path / "r.html"
+    out.write_text("previous report")
+
+    def boom(fh_self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(hr.os, "fsync", lambda fd: boom(None))
+    with pytest.raises(OSError, match="No space"):
+        write_report(str(model), str(out))
+    monkeypatch.setattr(hr.os, "fsync", real_fsync)
+    assert out.read_text() == "previous report"
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "r.html"]
