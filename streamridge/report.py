@@ -228,7 +228,7 @@ def format_info(header: dict[str, Any], path: str) -> str:
         f"model       {path}",
         f"format      {header['format']} v{header['format_version']} (streamridge {header.get('streamridge_version')})",
         f"estimator   {header['estimator']} ({header.get('task')})",
-        "options     " + ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())),
+        *_options_lines(params),
         f"features    {header['n_features_in']}" + (f": {_short(names)}" if names else ""),
         f"targets     {header['n_targets']}"
         + (f": {_short(header['target_names'])}" if header.get("target_names") else ""),
@@ -250,7 +250,43 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if header.get("selected_features") is not None:
         lines.append(f"selected    {_short(header['selected_features'])}")
     lines.append(f"statistics  {'embedded (re-selectable)' if header.get('has_stats') else 'not embedded'}")
+    lines.append(
+        f"more        streamridge report {path} draws the CV curve per fold, the selection path, "
+        "classes and coefficients into one HTML file"
+    )
     return "\n".join(lines)
+
+
+def _options_lines(params: dict[str, Any], width: int = 100) -> list[str]:
+    """``name=value`` of the options that are set (not None), wrapped under an ``options`` label."""
+    import textwrap
+
+    items = [f"{k}={option_text(v)}" for k, v in sorted(params.items()) if v is not None]
+    text = "; ".join(items) + " (others None)"
+    return textwrap.wrap(text, width=width, initial_indent="options     ", subsequent_indent=" " * 12,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def option_text(value: Any) -> str:
+    """Compact text of an estimator option: a long numeric list becomes its size, spacing and range.
+
+    Examples: ``25 values, log-spaced 1e-10 .. 100``; short lists and scalars as
+    ``repr`` (floats with 4 significant digits).
+    """
+    if isinstance(value, float):
+        return _g(value)
+    if not isinstance(value, (list, tuple)) or len(value) <= 4:
+        return repr(value)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return f"[{', '.join(repr(v) for v in value[:3])}, ... ({len(value)} values)]"
+    a = np.asarray(value, dtype=np.float64)
+    lo, hi = _g(float(a[0])), _g(float(a[-1]))
+    steps = np.diff(a)
+    if np.all(a > 0) and np.allclose(np.diff(np.log(a)), np.log(a[1] / a[0]), rtol=1e-6, atol=0):
+        return f"{a.size} values, log-spaced {lo} .. {hi}"
+    if np.allclose(steps, steps[0], rtol=1e-6, atol=0):
+        return f"{a.size} values, evenly spaced {lo} .. {hi}"
+    return f"{a.size} values, {_g(float(a.min()))} .. {_g(float(a.max()))}"
 
 
 def _path_steps(obj: Any) -> list[dict[str, Any]]:

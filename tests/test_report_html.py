@@ -282,3 +282,22 @@ def test_failure_while_writing_leaves_no_partial_file(data, tmp_path, monkeypatc
     monkeypatch.setattr(hr.os, "fsync", real_fsync)
     assert out.read_text() == "previous report"
     assert sorted(os.listdir(tmp_path)) == ["m.npz", "r.html"]
+
+
+# ---------------------------------------------------------------------- info
+def test_info_prints_options_compactly(data, tmp_path, capsys):
+    from streamridge.report import option_text
+
+    assert option_text(np.logspace(-10, 2, 25).tolist()) == "25 values, log-spaced 1e-10 .. 100"
+    assert option_text([0.0, 0.5, 1.0, 1.5, 2.0]) == "5 values, evenly spaced 0 .. 2"
+    assert option_text([3.0, 1.0, 7.0, 2.0, 5.0]) == "5 values, 1 .. 7"
+    assert option_text([1.0, 2.0]) == "[1.0, 2.0]"
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=np.logspace(-10, 2, 25)).fit(X, Y[:, 0])
+    save_model(est, tmp_path / "m.npz")
+    assert main(["info", str(tmp_path / "m.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "alphas=25 values, log-spaced 1e-10 .. 100;" in out
+    assert "1e-09" not in out and "checkpoint" not in out  # no grid floats, no unset options
+    assert f"streamridge report {tmp_path / 'm.npz'}" in out
+    assert max(len(line) for line in out.splitlines()) <= 130
