@@ -250,10 +250,8 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if header.get("selected_features") is not None:
         lines.append(f"selected    {_short(header['selected_features'])}")
     lines.append(f"statistics  {'embedded (re-selectable)' if header.get('has_stats') else 'not embedded'}")
-    lines.append(
-        f"more        streamridge report {path} draws the CV curve per fold, the selection path, "
-        "classes and coefficients into one HTML file"
-    )
+    lines.append("more        CV curve per fold, selection path, classes and coefficients as plots in one HTML file:")
+    lines.append(f"            streamridge report {path}")
     return "\n".join(lines)
 
 
