@@ -205,9 +205,20 @@ def classes_section(model: Any) -> Section:
     t = plot_data.class_table(model)
     if t is None:
         return Section("classes", "Classes", omitted="the model is a regressor, not a classifier.")
+    mse = plot_data.class_validation_mse(model)
     rows = [[lab, f"{w:,.6g}", _g(f)] for lab, w, f in zip(t.labels, t.weight, t.factor)]
+    header = ["class", "weight (rows when unweighted)", "class weight factor"]
+    if mse is not None:
+        header.append("validation MSE on its rows")
+        rows = [[*r, _g(e)] for r, e in zip(rows, mse)]
     body = _p(f"class_weight={getattr(model, 'class_weight', None)!r}; weight factor n / (C n_c) with balanced (CRRR).")
-    body += _table(["class", "weight (rows when unweighted)", "class weight factor"], rows)
+    body += _table(header, rows)
+    if mse is None:
+        body += _p("The validation error on each class's rows needs the statistics per fold and class, which this "
+                   "model file does not hold; write it with --include-stats.", "note")
+    else:
+        body += _p("Validation MSE on its rows: each fold's model (chosen lambda) scored on that fold's rows of the "
+                   "class, mean squared error of the ±1 targets, from the statistics per fold and class.", "note")
     body += _table(["±1 target", "CV squared error"], [[lab, _g(e)] for lab, e in zip(t.target_labels, t.target_error)])
     body += _p(CONFUSION_WHY, "note")
     return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax)))

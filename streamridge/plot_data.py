@@ -259,3 +259,50 @@ def top_coefficients(model: Any, *, top: int = 20, target: int = 0) -> tuple[lis
     names = feature_names(model)
     order = np.argsort(-np.abs(coef), kind="stable")[: max(1, int(top))]
     return [names[j] for j in order], coef[order]
+
+
+def class_validation_mse(model: Any) -> np.ndarray | None:
+    """Validation mean squared error of the ±1 targets on the rows of each true class, shape (C,).
+
+    For every fold k the model of the other folds (at the chosen lambda, on the
+    selected features, with the model's centering, scaling and class weights) is
+    scored on each (fold k, class c) cell of the statistics: with ``W`` and ``b``
+    its coefficients and intercept,
+    ``SSE_kc = syy + w (ybar - b - W'xbar)^2 - 2 W'Sxy + W'Sxx W`` (sample
+    weights, no class factors).  Needs the statistics (``stats_``: a fitted model,
+    or a model file written with ``include_stats``); None otherwise or for a regressor.
+    """
+    from .forms import build_forms
+
+    stats = getattr(model, "stats_", None)
+    if stats is None or not hasattr(model, "classes_") or stats.n_classes != len(model.classes_):
+        return None
+    forms = build_forms(stats, fit_intercept=bool(model.fit_intercept), standardize=bool(model.standardize),
+                        balanced=model._balanced())
+    sub = np.flatnonzero(np.asarray(model.support_, dtype=bool))
+    T = stats.n_targets
+    a = np.broadcast_to(np.asarray(model.alpha_, dtype=np.float64), (T,))
+    sse = np.zeros((stats.n_folds, stats.n_classes))
+    for k in range(stats.n_folds):
+        coef, b = _fold_model(forms, k, sub, a)
+        mx, my = stats.mean_x[k][:, sub], stats.mean_y[k]  # (C, n), (C, T)
+        sxx, sxy = stats.sxx[k][:, sub][:, :, sub], stats.sxy[k][:, sub]
+        resid = my - b[None, :] - mx @ coef  # (C, T)
+        quad = np.einsum("it,cij,jt->ct", coef, sxx, coef)
+        cross = np.einsum("it,cit->ct", coef, sxy)
+        sse[k] = (stats.syy[k] + stats.weight[k][:, None] * resid**2 - 2 * cross + quad).sum(axis=1)
+    w = stats.weight.sum(axis=0) * T
+    return np.where(w > 0, sse.sum(axis=0) / np.where(w > 0, w, 1.0), np.nan)
+
+
+def _fold_model(forms: Any, k: int, sub: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients (n_sub, T) in original units and intercept (T,) of training part k at ``alpha``."""
+    T = alpha.shape[0]
+    if sub.size == 0:
+        return np.zeros((0, T)), forms.y_offset[k].copy()
+    A = forms.At[k][np.ix_(sub, sub)]
+    d, C = np.linalg.eigh(A)
+    np.maximum(d, 0.0, out=d)
+    W = C @ ((C.T @ forms.Bt[k][sub]) / (d[:, None] + alpha[None, :]))
+    coef = W / forms.scale[k][sub][:, None]
+    return coef, forms.y_offset[k] - forms.x_offset[k][sub] @ coef

@@ -137,6 +137,14 @@ def test_classifier_report(rng, tmp_path):
     for c in est.classes_:  # class, its rows, its CRRR factor n / (C n_c)
         assert f"{c}{counts[c]:,}{360 / (3 * counts[c]):.4g}" in text
     assert "Confusion counts are not shown" in text
+    assert "write it with --include-stats" in text  # the per-class validation error needs the statistics
+    save_model(est, tmp_path / "with_stats.npz", include_stats=True)
+    assert main(["report", str(tmp_path / "with_stats.npz"), "--out", str(tmp_path / "with_stats.html")]) == 0
+    text = "".join(_parse(tmp_path / "with_stats.html").text)
+    from streamridge.plot_data import class_validation_mse
+
+    for c, e in zip(est.classes_, class_validation_mse(est)):
+        assert f"{360 / (3 * counts[c]):.4g}{e:.4g}" in text  # factor, then the class's validation MSE
 
 
 def test_selection_report_names_features(rng, tmp_path):
