@@ -136,6 +136,10 @@ def targets_section(model: Any) -> Section:
     names = plot_data.target_names(model, alphas.shape[0])
     rows = [[names[t], _g(alphas[t]), _g(errors[t])] for t in range(alphas.shape[0])]
     body = _p(f"{alphas.shape[0]} targets, lambdas from {_g(alphas.min())} to {_g(alphas.max())}.")
+    grid = np.asarray(model.alphas_, dtype=np.float64)
+    edge = int(np.sum(np.isclose(alphas, grid.min()) | np.isclose(alphas, grid.max()))) if grid.size > 1 else 0
+    if edge:
+        body += _p(f"Warning: {edge} target(s) chose a lambda at an end of the grid; widen --alphas.", "warn")
     body += _table(["target", "lambda", "CV squared error"], rows)
     return Section("targets", "Lambda per target", body, _figure(lambda ax: plot.target_alphas(model, ax)))
 

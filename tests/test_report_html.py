@@ -123,6 +123,12 @@ def test_multi_target_report(data, tmp_path):
     text = "".join(doc.text)
     for t, a in enumerate(est.alpha_):
         assert f"y{t}{a:.4g}" in text  # table row: target name, its lambda
+    n_edge = int(np.isin(est.alpha_, ALPHAS[[0, -1]]).sum())
+    assert (f"Warning: {n_edge} target(s) chose a lambda at an end of the grid" in text) == (n_edge > 0)
+    # a grid of large lambdas only: every target sits at the low end
+    est = StreamRidgeCV(cv=3, alphas=[1e5, 1e6, 1e7], alpha_per_target=True).fit(X, Y)
+    doc, _ = _report(est, tmp_path, "edge")
+    assert "Warning: 3 target(s) chose a lambda at an end of the grid" in "".join(doc.text)
 
 
 def test_classifier_report(rng, tmp_path):
