@@ -152,8 +152,13 @@ def nested_section(model: Any) -> Section:
         return Section("nested", "Nested CV and scores", omitted="the model carries no nested_cv_errors_ or cv_scores_ (fitted without nested CV or metrics).")
     body = ""
     if nested is not None:
-        v = np.asarray(nested, dtype=np.float64).reshape(-1)
-        body += _p(f"Nested CV error per outer fold: mean {_g(np.mean(v))}, spread (std) {_g(np.std(v))}.")
+        v = np.asarray(nested, dtype=np.float64)
+        v = v.reshape(v.shape[0], -1).sum(axis=1)
+        body += _p(f"Nested CV error per outer fold (summed over targets): mean {_g(np.mean(v))}, "
+                   f"spread (std) {_g(np.std(v))}.")
+        summary = getattr(model, "nested_summary_", None)
+        if isinstance(summary, dict):
+            body += _table(["nested summary", ""], [[k, _g(x) if isinstance(x, float) else x] for k, x in summary.items()])
         body += _table(["outer fold", "error"], [[k, _g(e)] for k, e in enumerate(v)])
     if scores is not None:
         s = np.asarray(scores, dtype=np.float64)
@@ -224,7 +229,12 @@ def classes_section(model: Any) -> Section:
         body += _p("Validation MSE on its rows: each fold's model (chosen lambda) scored on that fold's rows of the "
                    "class, mean squared error of the ±1 targets, from the statistics per fold and class.", "note")
     body += _table(["±1 target", "CV squared error"], [[lab, _g(e)] for lab, e in zip(t.target_labels, t.target_error)])
-    body += _p(CONFUSION_WHY, "note")
+    cm = plot_data.confusion_counts(model)
+    if cm is None:
+        body += _p(CONFUSION_WHY, "note")
+    else:
+        body += "<h3>Confusion counts from the CV folds</h3>" + _p("Rows: true class; columns: predicted (weighted counts, all folds).")
+        body += _table(["true \\ predicted", *t.labels], [[lab, *(f"{v:,.6g}" for v in row)] for lab, row in zip(t.labels, cm)])
     return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax)))
 
 

@@ -209,8 +209,9 @@ def prefix_curve(model: Any, ax: Any = None) -> Any:
     ax = _axes(ax)
     sizes, errors = data
     ax.plot(sizes, errors, "o-", color="C0", label="CV error")
-    i = int(np.argmin(errors))
-    ax.plot([sizes[i]], [errors[i]], "*", color="C3", ms=14, label="smallest error")
+    chosen = getattr(model, "n_features_selected_", None)
+    i = int(np.flatnonzero(sizes == chosen)[0]) if chosen is not None and np.any(sizes == chosen) else int(np.argmin(errors))
+    ax.plot([sizes[i]], [errors[i]], "*", color="C3", ms=14, label="chosen size")
     ax.set_xlabel("number of leading features (units)")
     ax.set_ylabel("CV squared error")
     ax.legend(fontsize=8)

@@ -179,14 +179,14 @@ def prefix_curve(model: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Number of leading features (units) and the CV error of each prefix, or None without prefixes.
 
     Reads ``prefix_errors_`` (shape (P,), or (P, R) minimised over lambdas) with
-    the sizes in ``feature_prefixes_`` / ``prefixes_`` (or the ``feature_prefixes``
-    parameter).
+    the sizes in ``prefix_sizes_`` / ``feature_prefixes_`` / ``prefixes_`` (or the
+    ``feature_prefixes`` parameter).
     """
     errors = getattr(model, "prefix_errors_", None)
     if errors is None:
         return None
     sizes = None
-    for name in ("feature_prefixes_", "prefixes_"):
+    for name in ("prefix_sizes_", "feature_prefixes_", "prefixes_"):
         if getattr(model, name, None) is not None:
             sizes = getattr(model, name)
             break
@@ -251,6 +251,20 @@ def class_table(model: Any) -> ClassTable | None:
     T = E.shape[2]
     errors = E[np.broadcast_to(idx, (T,)), :, np.arange(T)].sum(axis=1)
     return ClassTable(labels, weight, factor, target_names(model, T), errors)
+
+
+def confusion_counts(model: Any) -> np.ndarray | None:
+    """Confusion counts [true, predicted] summed over folds, shape (C, C), when the model carries ``cv_confusion_``.
+
+    ``cv_confusion_`` (per fold, from a scoring pass over the rows) exists only
+    when the model was fitted with a classification metric; the statistics alone
+    cannot give it.
+    """
+    cm = getattr(model, "cv_confusion_", None)
+    if cm is None:
+        return None
+    cm = np.asarray(cm, dtype=np.float64)
+    return cm.reshape(-1, cm.shape[-2], cm.shape[-1]).sum(axis=0)
 
 
 def top_coefficients(model: Any, *, top: int = 20, target: int = 0) -> tuple[list[str], np.ndarray]:

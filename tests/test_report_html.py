@@ -187,6 +187,46 @@ def test_prefix_and_nested_sections_when_present(data, tmp_path):
     assert html.count("<img") == 3
 
 
+def test_prefix_sizes_and_chosen_size(data):
+    """The attribute names of feature-prefix selection: prefix_sizes_, prefix_errors_, n_features_selected_."""
+    from matplotlib.figure import Figure
+
+    from streamridge import plot
+
+    X, Y = data
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
+    est.prefix_sizes_ = np.array([1, 3, 6])
+    est.prefix_errors_ = np.array([9.0, 4.0, 3.9])
+    est.n_features_selected_ = 3  # e.g. the 1-SE rule picked the smaller prefix
+    ax = plot.prefix_curve(est, Figure().add_subplot())
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(), [1, 3, 6])
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), [9.0, 4.0, 3.9])
+    star = next(line for line in ax.lines if line.get_label() == "chosen size")
+    assert (star.get_xdata()[0], star.get_ydata()[0]) == (3, 4.0)
+    sections = {s.key: s for s in build_sections(est, {}, "m.npz")}
+    assert sections["prefix"].png is not None and "<td>3</td><td>4</td>" in sections["prefix"].body
+
+
+def test_confusion_counts_and_nested_summary_when_present(rng):
+    X = rng.standard_normal((300, 4))
+    labels = np.array(["a", "b", "c"])[np.argmax(X[:, :3], 1)]
+    est = StreamRidgeClassifierCV(cv=3, alphas=ALPHAS).fit(X, labels)
+    classes = {s.key: s for s in build_sections(est, {}, "m.npz")}["classes"]
+    assert "Confusion counts are not shown" in classes.body
+    est.cv_confusion_ = np.arange(27, dtype=float).reshape(3, 3, 3)  # (folds, true, predicted)
+    est.nested_cv_errors_ = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])  # (outer folds, targets)
+    est.nested_summary_ = {"mean": 7.0, "gap": 0.5}
+    sections = {s.key: s for s in build_sections(est, {}, "m.npz")}
+    body = sections["classes"].body
+    assert "Confusion counts are not shown" not in body
+    total = est.cv_confusion_.sum(axis=0)
+    for lab, row in zip("abc", total):
+        assert f"<tr><td>{lab}</td>" + "".join(f"<td>{v:,.6g}</td>" for v in row) + "</tr>" in body
+    nested = sections["nested"].body
+    assert "mean 7," in nested and "<td>gap</td><td>0.5</td>" in nested
+    assert "<td>2</td><td>11</td>" in nested  # outer fold 2: 5 + 6
+
+
 def test_old_model_file_without_fold_sizes_or_source(data, tmp_path):
     """A file written before ``source``/``fold_count``/``fold_weight`` existed: sentences say what is missing."""
     X, Y = data
