@@ -98,7 +98,7 @@ def cv_curve(model: Any, ax: Any = None, *, folds: bool = True) -> Any:
     if c.edge is not None:
         ax.set_title(f"warning: the minimum is at the {c.edge} edge of the grid; widen it", color="C3", fontsize=10)
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_yscale("log" if np.all(c.total > 0) and (not folds or np.all(c.folds > 0)) else "linear")
     ax.set_xlabel("lambda")
     ax.set_ylabel("validation squared error")
     _legend(ax, keep=("total CV error", "fold 0", "1-SE band of the minimum", "chosen lambda"))

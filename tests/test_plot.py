@@ -181,3 +181,12 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch, data):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(plot.MissingDependencyError, match=r'pip install "streamridge\[plot\]"'):
         plot.cv_curve(m)
+
+
+def test_cv_curve_of_a_perfect_fit_uses_a_linear_error_axis(rng):
+    X = rng.standard_normal((90, 3))
+    m = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, np.zeros(90))  # every validation error is exactly 0
+    ax = plot.cv_curve(m, _ax())
+    assert ax.get_yscale() == "linear" and ax.get_xscale() == "log"
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), 0.0)
+    assert plot.cv_curve(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, X[:, 0] + rng.standard_normal(90)), _ax()).get_yscale() == "log"
