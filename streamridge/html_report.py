@@ -15,7 +15,7 @@ import io
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,6 @@ class Section:
     body: str = ""
     png: bytes | None = None
     omitted: str | None = None  # the reason, when the section does not apply
-    notes: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------- helpers
