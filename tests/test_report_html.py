@@ -85,7 +85,12 @@ def _report(est, tmp_path, name="m"):
     save_model(est, model)
     out = tmp_path / f"{name}.html"
     assert main(["report", str(model), "--out", str(out)]) == 0
-    return _parse(out), model
+    doc = _parse(out)
+    text = "".join(doc.text)
+    a = np.asarray(est.alpha_)
+    chosen = f"{float(a):.4g}" if a.ndim == 0 else f"one per target, {a.min():.4g} .. {a.max():.4g}"
+    assert f"Chosen lambda: {chosen} (rule: smallest CV error)" in text  # every report names the chosen lambda
+    return doc, model
 
 
 def test_regression_report(data, tmp_path, capsys):
