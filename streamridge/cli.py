@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, cli_features
-from .errors import ModelFileError, ParameterError, StreamRidgeError
+from .errors import ModelFileError, OutputError, ParameterError, StreamRidgeError
 from .outputs import MARKER, Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 
 if TYPE_CHECKING:
@@ -184,6 +184,7 @@ def _add_report(sub: Any) -> None:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--out", metavar="HTML", help="HTML file to write (default: MODEL with suffix .html)")
     p.add_argument("--png", metavar="DIR", help="also save every figure as a PNG file in this directory")
+    _add_overwrite(p)
     _common(p)
 
 
@@ -468,11 +469,17 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``streamridge report``: a self-contained HTML report of a model file (matplotlib imported lazily)."""
-    from .html_report import write_report
+    from .html_report import FIGURE_KEYS, write_report
 
-    out = _check_out(args.out or os.path.splitext(args.model)[0] + ".html", "report", data=args.model)
+    outputs = [Output(args.out or os.path.splitext(args.model)[0] + ".html", "report")]
     if args.png is not None:
-        _check_out(os.path.join(args.png, "x.png") if os.path.isdir(args.png) else args.png, "figures")
+        if os.path.lexists(args.png) and not os.path.isdir(args.png):
+            raise OutputError(f"--png {args.png} must be a directory; it is an existing file")
+        if not os.path.isdir(args.png):  # created by the report: its parent must be writable
+            check_outputs([Output(args.png, "figure", "--png")], [args.model], overwrite=False)
+        else:
+            outputs += [Output(os.path.join(args.png, f"{key}.png"), "figure", "--png") for key in FIGURE_KEYS]
+    out = check_outputs(outputs, [args.model], overwrite=args.overwrite)[0]
     sections = write_report(args.model, out, png_dir=args.png)
     shown = [s.key for s in sections if s.omitted is None]
     print(f"wrote {out} ({len(shown)} sections: {', '.join(shown)})")

@@ -13,7 +13,7 @@ import base64
 import html
 import io
 import os
-import tempfile
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +24,10 @@ from . import plot_data
 from .report import estimator_summary, scheme_text
 
 MAX_TABLE_ROWS = 40
+#: generator tag of the HTML and PNG files (how ``--overwrite`` recognises them; see :mod:`streamridge.outputs`)
+GENERATOR = "streamridge report"
+#: the sections that can have a figure (``--png DIR`` writes ``DIR/<key>.png``)
+FIGURE_KEYS = ("lambda", "targets", "selection", "prefix", "classes", "coefficients")
 
 
 @dataclass
@@ -48,7 +52,7 @@ def _figure(draw: Callable[[Any], Any], *, size: tuple[float, float] = (7.5, 4.2
     draw(fig.add_subplot())
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", metadata={"Software": GENERATOR})
     return buf.getvalue()
 
 
@@ -90,13 +94,25 @@ def summary_section(model: Any, header: dict[str, Any], path: str) -> Section:
         ["peak memory", "n/a" if not t.get("peak_rss_mb") or not np.isfinite(t["peak_rss_mb"]) else f"{t['peak_rss_mb']:,.0f} MB"],
     ]
     body = _table(["", ""], [[k, v] for k, v in rows])
+    counts = _fold_counts(header, int(model.n_folds_))
     if W is not None:
         fold_rows = [[k, f"{w:,.6g}"] for k, w in enumerate(W.sum(axis=1))]
+        if counts is not None:
+            fold_rows = [[*r, f"{c:,.0f}"] for r, c in zip(fold_rows, counts)]
         body += "<h3>Fold sizes</h3>" + _p("Validation weight of every fold (its row count when unweighted).")
-        body += _table(["fold", "weight"], fold_rows)
+        body += _table(["fold", "weight", *(["rows"] if counts is not None else [])], fold_rows)
     else:
         body += _p("Fold sizes are not stored in this model file.", "note")
     return Section("summary", "Data and pass", body)
+
+
+def _fold_counts(header: dict[str, Any], n_folds: int) -> np.ndarray | None:
+    """Rows per fold from the header's ``fold_count`` (absent in older model files)."""
+    try:
+        counts = np.asarray(header.get("fold_count"), dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return counts.reshape(n_folds, -1).sum(axis=1) if counts.ndim == 2 and counts.shape[0] == n_folds else None
 
 
 def lambda_section(model: Any) -> Section:
@@ -278,7 +294,8 @@ def build_sections(model: Any, header: dict[str, Any], path: str) -> list[Sectio
 
 def render(sections: list[Section], title: str) -> str:
     """The HTML document of the sections (images as base64 data URIs)."""
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='generator' content='{GENERATOR}'>"
+             f"<title>{html.escape(title)}</title>",
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     for s in sections:
         if s.omitted is not None:
@@ -297,37 +314,8 @@ def render(sections: list[Section], title: str) -> str:
     return "".join(parts)
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        os.chmod(tmp, 0o644)  # readable like any report, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> list[Section]:
-    """Read a model file and write its report to ``out`` (and the figures to ``png_dir``).
-
-    Parameters
-    ----------
-    model_path : str
-        A model file of :func:`streamridge.model_io.save_model`.
-    out : str
-        The HTML file to write (atomically: a failure leaves no partial file).
-    png_dir : str or None
-        Also write ``<section>.png`` for every figure here (created if missing).
-
-    Returns
-    -------
-    list of Section
+def build_report(model_path: str) -> tuple[list[Section], str]:
+    """Read a model file and build its sections and HTML document (nothing is written).
 
     Raises
     ------
@@ -343,11 +331,48 @@ def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> li
     require_matplotlib()
     header = dict(getattr(model, "_model_header", {}) or {})
     sections = build_sections(model, header, os.path.abspath(model_path))
-    document = render(sections, f"streamridge report: {os.path.basename(model_path)}")
-    if png_dir is not None:
-        os.makedirs(png_dir, exist_ok=True)
-        for s in sections:
-            if s.png is not None:
-                _atomic_write(os.path.join(png_dir, f"{s.key}.png"), s.png)
-    _atomic_write(out, document.encode())
+    return sections, render(sections, f"streamridge report: {os.path.basename(model_path)}")
+
+
+def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> list[Section]:
+    """Read a model file and write its report to ``out`` (and the figures to ``png_dir``), all or none.
+
+    Parameters
+    ----------
+    model_path : str
+        A model file of :func:`streamridge.model_io.save_model`.
+    out : str
+        The HTML file to write.
+    png_dir : str or None
+        Also write ``<section>.png`` for every figure here (created if missing).
+
+    Returns
+    -------
+    list of Section
+
+    Raises
+    ------
+    ModelFileError
+        Not a model file, or a newer format.
+    MissingDependencyError
+        matplotlib is not installed.
+    OutputError
+        A file could not be written; then none is (and what was there is kept).
+    """
+    from .outputs import Transaction
+
+    sections, document = build_report(model_path)
+    figures = [(os.path.join(png_dir, f"{s.key}.png"), s.png) for s in sections if png_dir and s.png is not None]
+    created = png_dir is not None and not os.path.isdir(png_dir)
+    if created:
+        os.makedirs(png_dir)  # type: ignore[arg-type]
+    try:
+        with Transaction() as tx:
+            for target, data in [(out, document.encode()), *figures]:
+                with tx.writing(target, "--out" if target == out else "--png") as tmp, open(tmp, "wb") as fh:
+                    fh.write(data or b"")
+    except BaseException:
+        if created:
+            shutil.rmtree(png_dir, ignore_errors=True)  # type: ignore[arg-type]
+        raise
     return sections

@@ -37,7 +37,11 @@ _WHAT = {
     "stats": "statistics file",
     "predictions": "prediction store",
     "demo-data": "demo data set",
+    "report": "report (HTML)",
+    "figure": "report figure (PNG)",
 }
+#: bytes near the start of the HTML and PNG files of ``streamridge report`` (its generator tag)
+REPORT_TAG = b"streamridge report"
 _NPZ_FORMAT = {"model": ("header_json", "streamridge-model"), "stats": ("meta_json", "streamridge-stats")}
 
 
@@ -166,11 +170,22 @@ def written_by_streamridge(path: str, kind: str) -> bool:
     """Whether ``path`` holds an output of ``kind`` written by streamridge (format field or marker)."""
     if kind in _NPZ_FORMAT:
         return os.path.isfile(path) and _npz_format(path, _NPZ_FORMAT[kind][0]) == _NPZ_FORMAT[kind][1]
+    if kind in ("report", "figure"):
+        return os.path.isfile(path) and _starts_with_tag(path)
     if os.path.isdir(path):
         return _zarr_marker(path) == kind
     if os.path.isfile(path):
         return _hdf5_marker(path) == kind
     return False
+
+
+def _starts_with_tag(path: str) -> bool:
+    """Whether the first 4 KiB of a file hold :data:`REPORT_TAG` (HTML generator meta, PNG Software text)."""
+    try:
+        with open(path, "rb") as fh:
+            return REPORT_TAG in fh.read(4096)
+    except OSError:
+        return False
 
 
 def _npz_format(path: str, member: str) -> str | None:

@@ -102,6 +102,8 @@ def test_regression_report(data, tmp_path, capsys):
     assert f"Chosen lambda: {est.alpha_:.4g}" in text
     assert "arrays (X: 300 x 6 float64)" in text  # the source, stored in the model file
     assert f"{300:,}" in text
+    counts = est.stats_.count.sum(axis=1)
+    assert "foldweightrows" in text and "".join(f"{k}{c:,.6g}{c:,.0f}" for k, c in enumerate(counts)) in text
     reasons = " ".join(doc.omitted)
     assert "Selection path: no feature selection ran" in reasons
     assert "Classes: the model is a regressor" in reasons
@@ -325,24 +327,58 @@ def test_missing_matplotlib_writes_nothing(data, tmp_path, capsys, monkeypatch):
 
 
 def test_failure_while_writing_leaves_no_partial_file(data, tmp_path, monkeypatch):
+    """Disk full while writing the second figure: no figure, no directory, the previous report untouched."""
+    import builtins
+
     import streamridge.html_report as hr
+    from streamridge.errors import OutputError
 
     X, Y = data
     model = tmp_path / "m.npz"
-    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
+    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS, selection="forward").fit(X, Y[:, 0]), model)
     out = tmp_path / "r.html"
     out.write_text("previous report")
+    written = []
 
-    def boom(fh_self, *a, **k):
-        raise OSError(28, "No space left on device")
+    def _png(path):  # staged temporaries are named .tmp-<name>-<random>
+        return str(path).split("-")[-2].endswith(".png")
 
-    real_fsync = os.fsync
-    monkeypatch.setattr(hr.os, "fsync", lambda fd: boom(None))
-    with pytest.raises(OSError, match="No space"):
-        write_report(str(model), str(out))
-    monkeypatch.setattr(hr.os, "fsync", real_fsync)
+    def full_disk(path, mode="r", *a, **k):
+        if "w" in mode and _png(path) and any(_png(p) for p in written):  # the second figure
+            raise OSError(28, "No space left on device")
+        written.append(path)
+        return builtins.open(path, mode, *a, **k)
+
+    monkeypatch.setattr(hr, "open", full_disk, raising=False)
+    with pytest.raises(OutputError, match=r"cannot write --png .*selection\.png: No space left on device"):
+        write_report(str(model), str(out), png_dir=str(tmp_path / "figs"))
+    assert len(written) == 2  # the HTML and the first figure were staged, then removed
     assert out.read_text() == "previous report"
     assert sorted(os.listdir(tmp_path)) == ["m.npz", "r.html"]
+
+
+def test_existing_outputs_need_overwrite(data, tmp_path, capsys):
+    X, Y = data
+    model = tmp_path / "m.npz"
+    save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
+    out, figs = tmp_path / "r.html", tmp_path / "figs"
+    assert main(["report", str(model), "--out", str(out), "--png", str(figs)]) == 0
+    first = out.read_bytes()
+    _fails(["report", str(model), "--out", str(out)], capsys, "pass --overwrite to replace it")
+    _fails(["report", str(model), "--out", str(tmp_path / "new.html"), "--png", str(figs)], capsys,
+           "lambda.png exists")
+    assert not (tmp_path / "new.html").exists()
+    capsys.readouterr()
+    assert main(["report", str(model), "--out", str(out), "--png", str(figs), "--overwrite"]) == 0
+    assert out.read_bytes() == first  # the same model gives the same report
+    (tmp_path / "notes.html").write_text("<html>my notes</html>")
+    _fails(["report", str(model), "--out", str(tmp_path / "notes.html"), "--overwrite"], capsys,
+           "is not a report (HTML) written by streamridge")
+    assert (tmp_path / "notes.html").read_text() == "<html>my notes</html>"
+    _fails(["report", str(model), "--out", str(model), "--overwrite"], capsys, "is an input of this command")
+    _fails(["report", str(model), "--png", str(model)], capsys, "must be a directory")
+    _fails(["report", str(model), "--out", str(tmp_path / "x.html"), "--png", str(tmp_path / "no" / "figs")], capsys,
+           "does not exist")
 
 
 # ---------------------------------------------------------------------- info
