@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, cli_features
-from .errors import ModelFileError, OutputError, ParameterError, StreamRidgeError
+from .errors import ModelFileError, ParameterError, StreamRidgeError
 from .outputs import MARKER, Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 
 if TYPE_CHECKING:
@@ -469,17 +469,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``streamridge report``: a self-contained HTML report of a model file (matplotlib imported lazily)."""
-    from .html_report import FIGURE_KEYS, write_report
+    from .html_report import check_report_outputs, write_report
 
-    outputs = [Output(args.out or os.path.splitext(args.model)[0] + ".html", "report")]
-    if args.png is not None:
-        if os.path.lexists(args.png) and not os.path.isdir(args.png):
-            raise OutputError(f"--png {args.png} must be a directory; it is an existing file")
-        if not os.path.isdir(args.png):  # created by the report: its parent must be writable
-            check_outputs([Output(args.png, "figure", "--png")], [args.model], overwrite=False)
-        else:
-            outputs += [Output(os.path.join(args.png, f"{key}.png"), "figure", "--png") for key in FIGURE_KEYS]
-    out = check_outputs(outputs, [args.model], overwrite=args.overwrite)[0]
+    out = check_report_outputs(args.model, args.out, args.png, overwrite=args.overwrite)
     sections = write_report(args.model, out, png_dir=args.png)
     shown = [s.key for s in sections if s.omitted is None]
     print(f"wrote {out} ({len(shown)} sections: {', '.join(shown)})")

@@ -211,7 +211,13 @@ def prefix_section(model: Any) -> Section:
     if data is None:
         return Section("prefix", "Prefix curve", omitted="the model was fitted without feature prefixes (no prefix_errors_).")
     sizes, errors = data
-    body = _table(["leading features", "CV error"], [[int(n), _g(e)] for n, e in zip(sizes, errors)])
+    lam = getattr(model, "prefix_alphas_", None)
+    lam = np.asarray(lam, dtype=np.float64) if lam is not None and np.size(lam) == sizes.shape[0] else None
+    chosen = getattr(model, "n_features_selected_", None)
+    rows = [[int(n), _g(e), *([_g(lam[i])] if lam is not None else []), "chosen" if n == chosen else ""]
+            for i, (n, e) in enumerate(zip(sizes, errors))]
+    body = _p(f"Prefix size and lambda chosen jointly by CV; chosen size {chosen if chosen is not None else 'n/a'}.")
+    body += _table(["leading features", "CV error", *(["lambda"] if lam is not None else []), ""], rows)
     return Section("prefix", "Prefix curve", body, _figure(lambda ax: plot.prefix_curve(model, ax)))
 
 
@@ -312,6 +318,27 @@ def render(sections: list[Section], title: str) -> str:
         parts.append("</ul></section>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def check_report_outputs(model_path: str, out: str | None, png_dir: str | None, *, overwrite: bool) -> str:
+    """Check the report's outputs before any work (rules of :mod:`streamridge.outputs`); return the HTML path.
+
+    ``out`` defaults to the model's path with suffix ``.html``.  ``png_dir`` must be
+    a directory or a new path in a writable directory; figures in it are replaced
+    only with ``overwrite`` and only if ``streamridge report`` wrote them.
+    """
+    from .errors import OutputError
+    from .outputs import Output, check_outputs
+
+    outputs = [Output(out or os.path.splitext(model_path)[0] + ".html", "report")]
+    if png_dir is not None:
+        if os.path.lexists(png_dir) and not os.path.isdir(png_dir):
+            raise OutputError(f"--png {png_dir} must be a directory; it is an existing file")
+        if not os.path.isdir(png_dir):  # created by the report: its parent must be writable
+            check_outputs([Output(png_dir, "figure", "--png")], [model_path], overwrite=False)
+        else:
+            outputs += [Output(os.path.join(png_dir, f"{key}.png"), "figure", "--png") for key in FIGURE_KEYS]
+    return check_outputs(outputs, [model_path], overwrite=overwrite)[0]
 
 
 def build_report(model_path: str) -> tuple[list[Section], str]:

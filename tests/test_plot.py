@@ -190,3 +190,16 @@ def test_cv_curve_of_a_perfect_fit_uses_a_linear_error_axis(rng):
     assert ax.get_yscale() == "linear" and ax.get_xscale() == "log"
     np.testing.assert_array_equal(ax.lines[0].get_ydata(), 0.0)
     assert plot.cv_curve(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, X[:, 0] + rng.standard_normal(90)), _ax()).get_yscale() == "log"
+
+
+def test_prefix_curve_of_a_prefix_model(rng, tmp_path):
+    X = rng.standard_normal((400, 12))
+    y = X[:, :5] @ rng.standard_normal(5) + 0.3 * rng.standard_normal(400)
+    m = StreamRidgeCV(cv=4, alphas=ALPHAS, feature_prefixes=[2, 5, 8, 12]).fit(X, y)
+    save_model(m, tmp_path / "p.npz")
+    for model in (m, load_model(tmp_path / "p.npz")):
+        ax = plot.prefix_curve(model, _ax())
+        np.testing.assert_array_equal(ax.lines[0].get_xdata(), m.prefix_sizes_)
+        np.testing.assert_array_equal(ax.lines[0].get_ydata(), m.prefix_errors_)
+        star = _line(ax, "chosen size")
+        assert star.get_xdata()[0] == m.n_features_selected_ == m.support_.sum()

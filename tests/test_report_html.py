@@ -211,7 +211,19 @@ def test_prefix_sizes_and_chosen_size(data):
     star = next(line for line in ax.lines if line.get_label() == "chosen size")
     assert (star.get_xdata()[0], star.get_ydata()[0]) == (3, 4.0)
     sections = {s.key: s for s in build_sections(est, {}, "m.npz")}
-    assert sections["prefix"].png is not None and "<td>3</td><td>4</td>" in sections["prefix"].body
+    assert sections["prefix"].png is not None and "<td>3</td><td>4</td><td>chosen</td>" in sections["prefix"].body
+
+
+def test_prefix_model_report(rng, tmp_path):
+    X = rng.standard_normal((400, 12))
+    y = X[:, :5] @ rng.standard_normal(5) + 0.3 * rng.standard_normal(400)
+    est = StreamRidgeCV(cv=4, alphas=ALPHAS, feature_prefixes=[2, 5, 8, 12]).fit(X, y)
+    doc, _ = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "prefix": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    for n, e, a in zip(est.prefix_sizes_, est.prefix_errors_, est.prefix_alphas_):
+        assert f"{n}{e:.4g}{a:.4g}" in text
+    assert f"chosen size {est.n_features_selected_}" in text
 
 
 def test_confusion_counts_and_nested_summary_when_present(rng):
