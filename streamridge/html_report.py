@@ -85,7 +85,7 @@ def summary_section(model: Any, header: dict[str, Any], path: str) -> Section:
         ["estimator", f"{header.get('estimator')} ({header.get('task')}), streamridge {header.get('streamridge_version')}"],
         ["source", header.get("source") or "not recorded in this model file"],
         ["rows", "n/a" if header.get("n_rows") is None else f"{int(header['n_rows']):,}"],
-        ["features", int(model.n_features_in_)],
+        ["features", _features_text(model, header)],
         ["targets", int(header.get("n_targets") or 1)],
         ["folds", f"{model.n_folds_} ({scheme_text(header.get('scheme') or {})})"],
         ["pass time", "no pass (fit from statistics)" if not t.get("rows") else f"{_g(t.get('pass_s'), 3)} s"],
@@ -104,6 +104,15 @@ def summary_section(model: Any, header: dict[str, Any], path: str) -> Section:
     else:
         body += _p("Fold sizes are not stored in this model file.", "note")
     return Section("summary", "Data and pass", body)
+
+
+def _features_text(model: Any, header: dict[str, Any]) -> str:
+    width = int(np.atleast_2d(np.asarray(model.coef_)).shape[1])
+    if width == int(model.n_features_in_):
+        return str(width)
+    fmap = header.get("features")
+    name = fmap.get("map") if isinstance(fmap, dict) else None
+    return f"{model.n_features_in_} inputs, mapped to {width} features" + (f" ({name})" if name else "")
 
 
 def _fold_counts(header: dict[str, Any], n_folds: int) -> np.ndarray | None:

@@ -72,14 +72,17 @@ def lambda_curve(model: Any) -> LambdaCurve:
 
 
 def feature_names(model: Any) -> list[str]:
-    """Feature names of the model (``feature_names_in_`` / ``feature_names_``) or ``x0, x1, ...``."""
-    names = getattr(model, "feature_names_in_", None)
-    if names is None:
-        names = getattr(model, "feature_names_", None)
-    n = int(model.n_features_in_)
-    if names is None or len(names) != n:
-        return [f"x{j}" for j in range(n)]
-    return [str(v) for v in names]
+    """Names of the model's features (the columns of ``coef_``), or ``x0, x1, ...``.
+
+    With a feature map these are the map's output features (``feature_names_``),
+    not the raw inputs counted by ``n_features_in_``.
+    """
+    n = int(np.atleast_2d(np.asarray(model.coef_)).shape[1])
+    for attr in ("feature_names_", "feature_names_in_"):
+        names = getattr(model, attr, None)
+        if names is not None and len(names) == n:
+            return [str(v) for v in names]
+    return [f"x{j}" for j in range(n)]
 
 
 def target_names(model: Any, n_targets: int) -> list[str]:

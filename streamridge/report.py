@@ -229,7 +229,7 @@ def format_info(header: dict[str, Any], path: str) -> str:
         f"format      {header['format']} v{header['format_version']} (streamridge {header.get('streamridge_version')})",
         f"estimator   {header['estimator']} ({header.get('task')})",
         *_options_lines(params),
-        f"features    {header['n_features_in']}" + (f": {_short(names)}" if names else ""),
+        _features_line(header, names),
         f"targets     {header['n_targets']}"
         + (f": {_short(header['target_names'])}" if header.get("target_names") else ""),
     ]
@@ -253,6 +253,14 @@ def format_info(header: dict[str, Any], path: str) -> str:
     lines.append("more        CV curve per fold, selection path, classes and coefficients as plots in one HTML file:")
     lines.append(f"            streamridge report {path}")
     return "\n".join(lines)
+
+
+def _features_line(header: dict[str, Any], names: list[str] | None) -> str:
+    """``features`` line: the model's features (the map's outputs when a feature map made them)."""
+    width = header.get("n_model_features")
+    if width is not None and width != header["n_features_in"]:
+        return f"features    {header['n_features_in']} inputs -> {width} mapped" + (f": {_short(names)}" if names else "")
+    return f"features    {header['n_features_in']}" + (f": {_short(names)}" if names else "")
 
 
 def _options_lines(params: dict[str, Any], width: int = 100) -> list[str]:

@@ -410,3 +410,24 @@ def test_info_prints_options_compactly(data, tmp_path, capsys):
     assert "1e-09" not in out and "checkpoint" not in out  # no grid floats, no unset options
     assert f"streamridge report {tmp_path / 'm.npz'}" in out
     assert max(len(line) for line in out.splitlines() if str(tmp_path) not in line) <= 110
+
+
+def test_feature_map_model_report_and_info(rng, tmp_path, capsys):
+    """Regression: with a feature map coef_ has the map's width, not n_features_in_ (report raised IndexError)."""
+    from streamridge.features import RandomHidden
+    from streamridge.plot_data import feature_names, top_coefficients
+
+    X = rng.standard_normal((300, 4))
+    y = np.tanh(X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(300)
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS, features=RandomHidden(24, seed=0), feature_prefixes=[8, 24]).fit(X, y)
+    assert est.n_features_in_ == 4 and est.coef_.shape == (24,)
+    doc, model = _report(est, tmp_path)
+    assert _images(doc) == {"lambda": 1, "prefix": 1, "coefficients": 1}
+    text = "".join(doc.text)
+    assert "4 inputs, mapped to 24 features (random_hidden)" in text
+    names, values = top_coefficients(load_model(model), top=5)
+    assert names == [feature_names(est)[j] for j in np.argsort(-np.abs(est.coef_))[:5]]
+    assert "".join(f"{n}{v:.4g}" for n, v in zip(names, values)) in text
+    capsys.readouterr()
+    assert main(["info", str(model)]) == 0
+    assert "features    4 inputs -> 24 mapped: " in capsys.readouterr().out
