@@ -40,5 +40,5 @@ def test_docs_build_strict(tmp_path):
         assert name in api, name
     assert "Grid of regularization strengths" in api  # the estimators' run-time docstrings are rendered
     assert (site / "images" / "demo.png").stat().st_size > 10_000
-    for page in ("getting-started", "how-it-works", "benchmarks", "cluster", "guide/selection", "guide/models"):
+    for page in ("getting-started", "how-it-works", "benchmarks", "cluster", "bad-input", "guide/selection", "guide/features", "guide/models"):
         assert (site / page / "index.html").exists(), page
