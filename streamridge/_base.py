@@ -161,6 +161,8 @@ class _StreamRidgeBase(BaseEstimator):
     def _check_scoring(self) -> None:
         scoring, rescore = getattr(self, "scoring", None), getattr(self, "rescore", None)
         check_scoring(scoring, classifier=self._classifier)
+        if scoring is not None and getattr(self, "features", None) is not None:
+            raise ParameterError("scoring= cannot yet apply a feature map (features=) in its pass over the rows; drop one of them")
         if scoring is not None and self._classifier and self.alpha_per_target:
             raise ParameterError("scoring= chooses one lambda for all classes; drop alpha_per_target or scoring")
         if rescore is None:
@@ -178,6 +180,8 @@ class _StreamRidgeBase(BaseEstimator):
             raise ParameterError(f"nested must be True or False; got nested={nested!r}")
         if nested and isinstance(self.cv, (int, np.integer)):
             check_nested(int(self.cv))
+        if nested and getattr(self, "feature_prefixes", None) is not None:
+            raise ParameterError("nested=True cannot yet re-choose feature_prefixes per outer fold; drop one of them")
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""

@@ -519,3 +519,32 @@ def test_alpha_per_target_by_metric_equals_reference(rng):
         for t in range(3)
     ]
     np.testing.assert_array_equal(m.alpha_, expect)
+
+
+def test_combinations_not_supported_yet_are_refused(rng):
+    from streamridge.features import Delays
+
+    X, Y = regression_data(rng, M=60)
+    with pytest.raises(ParameterError, match="cannot yet apply a feature map"):
+        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2", features=Delays(2)).fit(X, Y[:, 0])
+    with pytest.raises(ParameterError, match="cannot yet re-choose feature_prefixes"):
+        sr.StreamRidgeCV(ALPHAS, cv=K, nested=True, feature_prefixes=[2, 4]).fit(X, Y[:, 0])
+
+
+def test_scoring_chooses_lambda_for_the_chosen_prefix(rng):
+    X, Y = regression_data(rng, M=120, N=6)
+    m = sr.StreamRidgeCV(ALPHAS, cv=K, scoring="neg_mean_absolute_error", feature_prefixes=[2, 4, 6]).fit(
+        X, Y[:, 0]
+    )
+    n = m.n_features_selected_
+    folds = folds_of(m.stats_, len(X))
+    preds = refit_predictions(X[:, :n], Y, folds, ALPHAS)
+    ref = np.array(
+        [
+            [-skm.mean_absolute_error(Y[folds == k, 0], preds[k][r, :, 0]) for k in range(K)]
+            for r in range(len(ALPHAS))
+        ]
+    )
+    np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8)
+    mean = ref.mean(axis=1)
+    assert m.alpha_ == ALPHAS[np.flatnonzero(mean >= mean.max() - 1e-12 * abs(mean.max()))].max()
