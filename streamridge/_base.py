@@ -180,8 +180,6 @@ class _StreamRidgeBase(BaseEstimator):
             raise ParameterError(f"nested must be True or False; got nested={nested!r}")
         if nested and isinstance(self.cv, (int, np.integer)):
             check_nested(int(self.cv))
-        if nested and getattr(self, "feature_prefixes", None) is not None:
-            raise ParameterError("nested=True cannot yet re-choose feature_prefixes per outer fold; drop one of them")
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""

@@ -2,8 +2,9 @@
 
 The statistics are kept per fold, so for an outer fold o the inner
 cross-validation is just the statistics of the other folds: the whole model
-selection (lambda grid, lambda search or the selection path with its stopping
-rule, ``alpha_rule``, ``alpha_per_target``, class weights) runs on the K - 1
+selection (lambda grid, lambda search, the selection path with its stopping
+rule or the prefix size of ``feature_prefixes``, ``alpha_rule``,
+``alpha_per_target``, class weights) runs on the K - 1
 inner folds, the chosen model is refitted on all of them, and it is scored on
 fold o from fold o's statistics:
 
@@ -72,6 +73,9 @@ class SelectionConfig:
     selection : {None, "forward", "backward", "op-rr"}
     max_features, min_features, patience : int or None
     force : tuple of int
+    prefixes : tuple of int or None
+        ``feature_prefixes``: the number of leading features chosen with lambda
+        (:mod:`streamridge.prefixes`).
     """
 
     fit_intercept: bool = True
@@ -86,6 +90,7 @@ class SelectionConfig:
     min_features: int | None = None
     force: tuple[int, ...] = field(default_factory=tuple)
     patience: int | None = None
+    prefixes: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -165,6 +170,15 @@ def choose_model(forms: Forms, full: FullForm, cfg: SelectionConfig) -> Choice:
     """
     alphas = default_alphas(full.A) if cfg.alphas is None else check_alphas(cfg.alphas)
     support = np.ones(full.A.shape[0], dtype=bool)
+    if cfg.prefixes is not None:
+        from .prefixes import check_prefixes, prefix_errors
+
+        sizes = check_prefixes(list(cfg.prefixes), full.A.shape[0])
+        res = prefix_errors(
+            forms, alphas, sizes, solver=cfg.solver, per_target=cfg.per_target, one_se=cfg.one_se
+        )
+        support[int(res.sizes[res.best]) :] = False
+        return Choice(support, alphas, np.asarray(res.alpha_index[res.best]), res.fold_errors[res.best])
     if cfg.selection is not None:
         support = _path(forms, full, alphas, cfg)
     E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=cfg.solver)
@@ -298,4 +312,5 @@ def config_of(
         min_features=g["min_features"],
         force=tuple(int(f) for f in (g["force_features"] or ())),
         patience=g["patience"],
+        prefixes=None if g.get("feature_prefixes") is None else tuple(int(n) for n in g["feature_prefixes"]),
     )

@@ -527,8 +527,6 @@ def test_combinations_not_supported_yet_are_refused(rng):
     X, Y = regression_data(rng, M=60)
     with pytest.raises(ParameterError, match="cannot yet apply a feature map"):
         sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2", features=Delays(2)).fit(X, Y[:, 0])
-    with pytest.raises(ParameterError, match="cannot yet re-choose feature_prefixes"):
-        sr.StreamRidgeCV(ALPHAS, cv=K, nested=True, feature_prefixes=[2, 4]).fit(X, Y[:, 0])
 
 
 def test_scoring_chooses_lambda_for_the_chosen_prefix(rng):

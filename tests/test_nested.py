@@ -356,3 +356,19 @@ def test_cli_fit_and_info_print_the_nested_summary(rng, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nested=True needs at least 3 folds" in err
     assert not (tmp_path / "bad.npz").exists()
+
+
+@pytest.mark.parametrize(
+    "kw", [{"feature_prefixes": [1, 2, 4, 6]}, {"feature_prefixes": [2, 5], "alpha_rule": "1se"}]
+)
+def test_feature_prefixes_equal_the_estimator_fitted_on_the_other_folds(rng, kw):
+    """Prefix size and lambda re-chosen per outer fold, as a fit on the other folds' rows would."""
+    X, Y = rows(rng, M=90, N=6)
+    m = sr.StreamRidgeCV(ALPHAS, cv=K, nested=True, **kw).fit(X, Y[:, 0])
+    folds = folds_of(m, len(X))
+    for o in range(K):
+        tr = folds != o
+        inner = sr.StreamRidgeCV(ALPHAS, cv="groups", **kw).fit(X[tr], Y[tr, 0], groups=folds[tr])
+        resid = inner.predict(X[folds == o]) - Y[folds == o, 0]
+        np.testing.assert_allclose(m.nested_cv_errors_[o], (resid**2).sum(), rtol=1e-8)
+        assert m.nested_summary_["n_features"][o] == inner.n_features_selected_
