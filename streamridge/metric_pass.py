@@ -26,6 +26,7 @@ import numpy as np
 
 from .forms import Forms
 from .metrics import AUC_BINS, ClassTally, RegressionTally
+from .solvers.linalg import psd_eigh, range_coordinates
 from .stats import FoldStats, combine
 from .stream import PassSpec, code_targets
 
@@ -78,8 +79,8 @@ def fold_models(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-fold ridge models of every (feature set, lambda), in original units.
 
-    ``W = (At[S,S] + lambda I)^-1 Bt[S]`` by one eigendecomposition per fold
-    and set (eigenvalues clipped at zero, as :func:`streamridge.solvers.solve_full`).
+    ``W = (At[S,S] + lambda I)^+ Bt[S]`` by one eigendecomposition per fold
+    and set, numerical null space removed as in the solvers (:mod:`streamridge.solvers.linalg`).
 
     Parameters
     ----------
@@ -104,9 +105,8 @@ def fold_models(
         if S.size == 0:
             continue
         for k in range(K):
-            d, C = np.linalg.eigh(forms.At[k][np.ix_(S, S)])
-            np.maximum(d, 0.0, out=d)
-            Bc = C.T @ forms.Bt[k][S]  # (n, T)
+            d, C, null = psd_eigh(forms.At[k][np.ix_(S, S)])
+            Bc = range_coordinates(C, null, forms.Bt[k][S])  # (n, T), null space removed
             W = np.einsum("ni,irt->rtn", C, Bc[:, None, :] / (d[:, None, None] + alphas[None, :, None]))
             W /= forms.scale[k][S]
             coef[k, rows][..., S] = W

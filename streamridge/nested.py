@@ -44,6 +44,7 @@ from .forms import Forms, FullForm, build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
 from .parallel import map_folds
 from .solvers import fold_errors
+from .solvers.linalg import psd_eigh, spectral_solve
 from .stats import FoldStats
 
 _FIELDS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
@@ -189,18 +190,16 @@ def choose_model(forms: Forms, full: FullForm, cfg: SelectionConfig) -> Choice:
 def score_fold(forms: Forms, k: int, support: np.ndarray, alpha: float | np.ndarray) -> np.ndarray:
     """Validation squared error of shape (T,) on fold k of the model fitted on its training part.
 
-    ``W = (At[S,S] + alpha I)^-1 Bt[S]`` by one eigendecomposition (eigenvalues
-    clipped at zero, as :func:`streamridge.solvers.solve_full`), scored by
+    ``W = (At[S,S] + alpha I)^+ Bt[S]`` by one eigendecomposition with the
+    numerical null space removed (:mod:`streamridge.solvers.linalg`), scored by
     ``W' Av W - 2 W' Bv + cv``; an empty set scores ``cv`` (intercept only).
     """
     S = np.flatnonzero(support)
-    T = forms.cv.shape[1]
     if S.size == 0:
         return forms.cv[k].copy()
-    d, C = np.linalg.eigh(forms.At[k][np.ix_(S, S)])
-    np.maximum(d, 0.0, out=d)
-    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (T,))
-    W = C @ ((C.T @ forms.Bt[k][S]) / (d[:, None] + a[None, :]))
+    W = spectral_solve(
+        psd_eigh(forms.At[k][np.ix_(S, S)]), forms.Bt[k][S], np.asarray(alpha, dtype=np.float64)
+    )
     Av, Bv = forms.Av[k][np.ix_(S, S)], forms.Bv[k][S]
     return np.einsum("nt,nt->t", W, Av @ W) - 2.0 * np.einsum("nt,nt->t", W, Bv) + forms.cv[k]
 
