@@ -40,6 +40,10 @@ from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
 
 _SELECTIONS = (None, "forward", "backward", "op-rr")
+_NOT_WITH_SPLITS = (
+    "{} is not supported yet with explicit splits (cv= a splitter or (train, test) pairs); "
+    "use cv=K, 'groups' or 'blocks', or drop {}"
+)
 
 
 def _distinct(a: Any) -> np.ndarray:
@@ -161,6 +165,8 @@ class _StreamRidgeBase(BaseEstimator):
     def _check_scoring(self) -> None:
         scoring, rescore = getattr(self, "scoring", None), getattr(self, "rescore", None)
         check_scoring(scoring, classifier=self._classifier)
+        if scoring is not None and is_splits(self.cv):
+            raise ParameterError(_NOT_WITH_SPLITS.format("scoring=", "scoring"))
         if scoring is not None and getattr(self, "features", None) is not None:
             raise ParameterError("scoring= cannot yet apply a feature map (features=) in its pass over the rows; drop one of them")
         if scoring is not None and self._classifier and self.alpha_per_target:
@@ -180,6 +186,8 @@ class _StreamRidgeBase(BaseEstimator):
             raise ParameterError(f"nested must be True or False; got nested={nested!r}")
         if nested and isinstance(self.cv, (int, np.integer)):
             check_nested(int(self.cv))
+        if nested and is_splits(self.cv):
+            raise ParameterError(_NOT_WITH_SPLITS.format("nested=True", "nested"))
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
@@ -475,6 +483,10 @@ class _StreamRidgeBase(BaseEstimator):
 
     def _select_and_fit(self, stats: FoldStats, report: PassReport) -> Any:
         t0 = time.perf_counter()
+        if self._spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
+            for on, what, name in ((getattr(self, "nested", False), "nested=True", "nested"), (getattr(self, "scoring", None), "scoring=", "scoring")):
+                if on:
+                    raise ParameterError(_NOT_WITH_SPLITS.format(what, name))
         if stats.n_rows > 0 and stats.weight.sum() <= 0:
             raise InputError("sample_weight is zero for every row; give some rows a positive weight")
         if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:

@@ -546,3 +546,17 @@ def test_scoring_chooses_lambda_for_the_chosen_prefix(rng):
     np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8)
     mean = ref.mean(axis=1)
     assert m.alpha_ == ALPHAS[np.flatnonzero(mean >= mean.max() - 1e-12 * abs(mean.max()))].max()
+
+
+def test_explicit_splits_are_refused_for_nested_and_scoring(rng):
+    from sklearn.model_selection import KFold
+
+    X, Y = regression_data(rng, M=60)
+    for kw in ({"nested": True}, {"scoring": "r2"}):
+        with pytest.raises(ParameterError, match="not supported yet with explicit splits"):
+            sr.StreamRidgeCV(ALPHAS, cv=KFold(4), **kw).fit(X, Y[:, 0])
+    stats = sr.StreamRidgeCV(ALPHAS, cv=KFold(4)).fit(X, Y[:, 0]).stats_
+    est = sr.StreamRidgeCV(ALPHAS, nested=True)
+    with pytest.raises(ParameterError, match="not supported yet with explicit splits"):
+        est.fit_stats(stats)
+    assert not hasattr(est, "coef_")  # refused before anything is fitted
