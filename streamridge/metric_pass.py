@@ -10,7 +10,7 @@ row: M T N multiply-adds (the statistics pass: N^2).
 
 The pass reuses the statistics pass's machinery through one small hook:
 :func:`run_tally_pass` takes a chunk kernel and a merge, runs the kernel on
-every chunk with :func:`streamridge.executors.run_in_order` on any scheduler
+every chunk with :func:`streamridge.executors.reduce_partitions` on any scheduler
 (:mod:`streamridge.scheduling`) and merges the results in chunk order with a
 binary-counter tree, so the result for a given chunking does not depend on the
 scheduler or the worker count, and memory does not grow with the row count.
@@ -205,29 +205,6 @@ def metric_chunk(
 
 
 # ---------------------------------------------------------------------- the pass (the hook)
-class TreeReducer:
-    """In-order pairwise merge of any mergeable results (a binary counter; deterministic order)."""
-
-    def __init__(self, merge: Callable[[Any, Any], Any]) -> None:
-        self.merge = merge
-        self.stack: list[tuple[int, Any]] = []
-
-    def push(self, part: Any) -> None:
-        """Add the next chunk's result."""
-        level = 0
-        while self.stack and self.stack[-1][0] == level:
-            part = self.merge(self.stack.pop()[1], part)
-            level += 1
-        self.stack.append((level, part))
-
-    def total(self, base: Any) -> Any:
-        """``base`` merged with everything pushed so far."""
-        out = base
-        for _, part in self.stack:
-            out = self.merge(out, part)
-        return out
-
-
 class _Calls(Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]):
     """``(blocks, (row_start, *args))`` of every chunk of a source, built when asked for."""
 
@@ -266,14 +243,25 @@ def run_tally_pass(
     This is the pluggable hook on the pass machinery of :mod:`streamridge.stream`
     (same chunks, schedulers and bounded window); ``base`` is the identity of ``merge``.
     """
-    from .executors import run_in_order
+    from .executors import reduce_partitions
     from .scheduling import open_scheduler
 
-    reducer = TreeReducer(merge)
+    calls = _Calls(source, row_offset, args)
+
+    def task_args(i: int) -> tuple[Any, ...]:
+        blocks, rest = calls[i]
+        return (kernel, blocks, *rest)
+
     with open_scheduler(scheduler) as sched:
-        for part in run_in_order(kernel, _Calls(source, row_offset, args), sched, window=window):
-            reducer.push(part)
-    return reducer.total(base)
+        total = reduce_partitions(_chunk_call, task_args, len(calls), merge, sched, window=window)
+    return base if total is None else total
+
+
+def _chunk_call(kernel: Callable[..., Any], blocks: Sequence[Any], *args: Any) -> Any:
+    """Read one chunk's blocks and apply the kernel (the task of :func:`run_tally_pass`)."""
+    from .executors import materialize_all
+
+    return kernel(*materialize_all(blocks), *args)
 
 
 def metric_pass(
