@@ -31,6 +31,8 @@ from .forms import build_forms, build_full_form
 from .grid import check_alphas, choose, default_alphas
 from .magnitudes import check_finite
 from .memory import check_stats_memory
+from .metrics import check_scoring
+from .nested import check_nested, chosen_cv_error, config_of, nested_cv, nested_summary
 from .parallel import solve_stage_limits
 from .solvers import fold_errors, solve_full
 from .splits import check_cv, is_splits, split_folds, with_folds
@@ -38,6 +40,10 @@ from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
 
 _SELECTIONS = (None, "forward", "backward", "op-rr")
+_NOT_WITH_SPLITS = (
+    "{} is not supported yet with explicit splits (cv= a splitter or (train, test) pairs); "
+    "use cv=K, 'groups' or 'blocks', or drop {}"
+)
 
 
 def _distinct(a: Any) -> np.ndarray:
@@ -134,6 +140,8 @@ class _StreamRidgeBase(BaseEstimator):
         if self.chunk_rows is not None and int(self.chunk_rows) < 1:
             raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
         self._check_feature_params()
+        self._check_nested()
+        self._check_scoring()
 
     # ------------------------------------------------------------------ feature maps (streamridge.features)
     def _check_feature_params(self) -> None:
@@ -153,6 +161,33 @@ class _StreamRidgeBase(BaseEstimator):
         self.features_ = fit_map(self.features, src.X, src.groups)
         self.feature_names_ = self.features_.get_feature_names_out()
         return self.features_
+
+    def _check_scoring(self) -> None:
+        scoring, rescore = getattr(self, "scoring", None), getattr(self, "rescore", None)
+        check_scoring(scoring, classifier=self._classifier)
+        if scoring is not None and is_splits(self.cv):
+            raise ParameterError(_NOT_WITH_SPLITS.format("scoring=", "scoring"))
+        if scoring is not None and getattr(self, "features", None) is not None:
+            raise ParameterError("scoring= cannot yet apply a feature map (features=) in its pass over the rows; drop one of them")
+        if scoring is not None and self._classifier and self.alpha_per_target:
+            raise ParameterError("scoring= chooses one lambda for all classes; drop alpha_per_target or scoring")
+        if rescore is None:
+            return
+        if isinstance(rescore, (bool, np.bool_)) or not isinstance(rescore, (int, np.integer)) or rescore < 1:
+            raise ParameterError(f"rescore must be an integer >= 1 (steps of the path to re-score); got rescore={rescore!r}")
+        if self.selection is None:
+            raise ParameterError("rescore re-scores steps of a selection path; set selection= (--select) or drop rescore")
+        if scoring is None:
+            raise ParameterError("rescore needs the metric to re-score by; set scoring= (--scoring) or drop rescore")
+
+    def _check_nested(self) -> None:
+        nested = getattr(self, "nested", False)
+        if not isinstance(nested, (bool, np.bool_)):
+            raise ParameterError(f"nested must be True or False; got nested={nested!r}")
+        if nested and isinstance(self.cv, (int, np.integer)):
+            check_nested(int(self.cv))
+        if nested and is_splits(self.cv):
+            raise ParameterError(_NOT_WITH_SPLITS.format("nested=True", "nested"))
 
     def _encode_labels(self, y: np.ndarray, classes: Any, *, reset: bool) -> np.ndarray:
         """Integer codes of in-memory labels (sets ``_labels`` on the first call)."""
@@ -274,6 +309,8 @@ class _StreamRidgeBase(BaseEstimator):
     # ------------------------------------------------------------------ public API
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
         report = PassReport()
+        if partial and getattr(self, "scoring", None) is not None:
+            raise ParameterError("scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)")
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
@@ -281,7 +318,10 @@ class _StreamRidgeBase(BaseEstimator):
             self._spec = dataclasses.replace(self._spec, scheme=FoldScheme.from_dict(stats.meta["scheme"]))
         self.stats_ = stats
         _check_folds(stats, partial)
-        return self._fit_stats(stats, report)
+        try:
+            return self._fit_stats(stats, report)
+        finally:
+            self.__dict__.pop("_pass_source", None)  # the metric pass's handle on the rows, never kept
 
     def compute_stats(
         self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, *, rows: tuple[int, int] | None = None
@@ -303,6 +343,7 @@ class _StreamRidgeBase(BaseEstimator):
         """
         report = PassReport()
         stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
+        self.__dict__.pop("_pass_source", None)
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
             "peak_rss_mb": report.extra.get("peak_rss_mb"),
@@ -366,6 +407,8 @@ class _StreamRidgeBase(BaseEstimator):
             offset = start
             if self._spec.scheme.kind == "logo":  # a shard's folds are its own series; shards merge by group id
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=False, batch=True))
+        if not partial:
+            self._pass_source = (src, offset)  # for the metric pass (scoring=); dropped after the fit
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
         with warnings.catch_warnings():
@@ -429,14 +472,22 @@ class _StreamRidgeBase(BaseEstimator):
             self.n_features_in_ = int(self.features_.n_features_in_)
         self.stats_ = stats
         _check_folds(stats, False)
+        self.__dict__.pop("_pass_source", None)
         return self._fit_stats(stats, PassReport())
 
     def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
-        with solve_stage_limits(stats.n_features):
-            return self._select_and_fit(stats, report)
+        try:
+            with solve_stage_limits(stats.n_features):
+                return self._select_and_fit(stats, report)
+        finally:
+            self.__dict__.pop("_pass_source", None)  # the metric pass's handle on the rows is never kept
 
     def _select_and_fit(self, stats: FoldStats, report: PassReport) -> Any:
         t0 = time.perf_counter()
+        if self._spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
+            for on, what, name in ((getattr(self, "nested", False), "nested=True", "nested"), (getattr(self, "scoring", None), "scoring=", "scoring")):
+                if on:
+                    raise ParameterError(_NOT_WITH_SPLITS.format(what, name))
         if stats.n_rows > 0 and stats.weight.sum() <= 0:
             raise InputError("sample_weight is zero for every row; give some rows a positive weight")
         if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
@@ -461,6 +512,13 @@ class _StreamRidgeBase(BaseEstimator):
             support = self._select(forms, full, alphas, per_target)
             E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
             idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
+        for attr in ("cv_scores_", "cv_confusion_", "rescore_steps_", "rescore_scores_"):
+            self.__dict__.pop(attr, None)
+        metric_s = 0.0
+        if getattr(self, "scoring", None) is not None:
+            t1 = time.perf_counter()
+            idx, support, E = self._choose_by_metric(stats, forms, alphas, support, per_target, E)
+            metric_s = time.perf_counter() - t1
         alpha = alphas[idx]
         coef = np.zeros((stats.n_targets, stats.n_features))
         if support.any():
@@ -472,10 +530,13 @@ class _StreamRidgeBase(BaseEstimator):
         else:
             intercept = full.y_offset.copy()
         self._set_fitted(stats, alphas, E, alpha, coef, intercept, support)
+        self._fit_nested(stats, forms, bal, chosen_cv_error(E, idx, per_target))
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s,
-            "solve_s": time.perf_counter() - t0, "peak_rss_mb": report.extra.get("peak_rss_mb"),
+            "solve_s": time.perf_counter() - t0 - metric_s, "peak_rss_mb": report.extra.get("peak_rss_mb"),
         }
+        if metric_s:
+            self.timings_["metric_pass_s"] = metric_s
         return self
 
     def _select_prefix(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
@@ -491,6 +552,49 @@ class _StreamRidgeBase(BaseEstimator):
         support = np.zeros(int(forms.At.shape[-1]), dtype=bool)
         support[: self.n_features_selected_] = True
         return res.fold_errors[res.best], res.alpha_index[res.best], support
+
+    def _choose_by_metric(self, stats, forms, alphas, support, per_target, E):  # type: ignore[no-untyped-def]
+        """Lambda (and with ``rescore`` the path step) by ``scoring`` from one metric pass (:mod:`streamridge.scoring`)."""
+        from .scoring import best_steps, path_supports, select_by_metric, selected_order
+
+        src = self.__dict__.pop("_pass_source", None)
+        if src is None:
+            raise ParameterError("scoring= needs a second pass over the rows; fit on the data, not on statistics alone (or drop scoring)")
+        check_scoring(self.scoring, classifier=self._classifier, n_classes=stats.n_classes)
+        supports, steps = [support], None
+        force = tuple(int(f) for f in (self.force_features or ()))
+        if self.rescore is not None:
+            path, N = self.selection_path_, stats.n_features
+            steps = best_steps(path, int(self.rescore), int(self.min_features or 0), int(self.max_features or N))
+            every = path_supports(path, "backward" if self.selection == "backward" else "forward", N, force)
+            supports = [every[i] for i in steps]
+        res = select_by_metric(
+            src[0], self._spec, stats, forms, alphas, supports, self.scoring, per_target=per_target,
+            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self.scheduler,
+        )
+        support = supports[res.candidate]
+        if steps is not None:
+            self.selection_best_step_ = int(steps[res.candidate])
+            self.selected_features_ = selected_order(self.selection_path_, str(self.selection), support, force)
+            self.rescore_steps_ = np.asarray(steps, dtype=np.int64)
+            self.rescore_scores_ = res.set_scores
+            E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
+        if res.confusion is not None:
+            self.cv_confusion_ = res.confusion
+        sc = res.scores[res.candidate]  # (R, K, T)
+        self.cv_scores_ = sc if sc.shape[2] > 1 else sc[:, :, 0]
+        return res.index, support, E
+
+    def _fit_nested(self, stats: FoldStats, forms: Any, balanced: bool | np.ndarray, cv_error: float) -> None:
+        """With ``nested=True``: nested CV from the same statistics (:mod:`streamridge.nested`)."""
+        for attr in ("nested_cv_errors_", "nested_summary_"):
+            self.__dict__.pop(attr, None)
+        if not getattr(self, "nested", False):
+            return
+        res = nested_cv(stats, config_of(self, self.alphas, balanced), outer=forms)
+        one = self._y_1d and not self._classifier
+        self.nested_cv_errors_ = res.errors[:, 0] if one else res.errors
+        self.nested_summary_ = nested_summary(res, cv_error)
 
     def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
         """Run the selection path; sets selection attributes and returns the support mask."""

@@ -117,6 +117,9 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--patience", type=_positive_int, metavar="N", help="stop selection after N steps without gain")
     p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
     p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
+    p.add_argument("--nested", action="store_true", help="also nested CV from the same statistics (>= 3 folds)")
+    p.add_argument("--scoring", metavar="NAME", help="choose lambda by this metric (scikit-learn names; one extra pass)")
+    p.add_argument("--rescore", type=_positive_int, metavar="K", help="with --select and --scoring: re-score the K best steps")
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
@@ -252,6 +255,9 @@ def _estimator(args: argparse.Namespace) -> Any:
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
         **cli_features.estimator_params(args),
+        "nested": getattr(args, "nested", False),
+        "scoring": getattr(args, "scoring", None),
+        "rescore": getattr(args, "rescore", None),
     }
     if args.classify:
         balanced = getattr(args, "balanced", False)
@@ -262,6 +268,7 @@ def _estimator(args: argparse.Namespace) -> Any:
 def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
     """JSON-safe facts about a fit (printed by ``fit`` and ``demo``)."""
     from .report import estimator_summary, scheme_text
+    from .scoring import score_summary
 
     scheme = estimator._spec.scheme.to_dict()
     classes = None if estimator._spec.classes is None else estimator.classes_.tolist()
@@ -279,6 +286,8 @@ def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
         "selected_features": None if selected is None else [int(i) for i in selected],
         "timings": dict(estimator.timings_),
         "model": model,
+        "nested": getattr(estimator, "nested_summary_", None),
+        "scores": score_summary(estimator),
     }
 
 

@@ -83,6 +83,20 @@ _COMMON_DOC = """
     feature_prefixes : sequence of int or None
         Choose the number of leading features n and lambda jointly by the same
         K-fold CV (one pass; one eigendecomposition per fold and prefix).
+    nested : bool
+        Also run nested cross-validation from the same statistics (K >= 3
+        folds): for every outer fold, the whole model selection on the other
+        folds, scored on that fold (:mod:`streamridge.nested`).
+    scoring : str or None
+        Choose lambda by this metric (scikit-learn's scorer names: "r2",
+        "neg_mean_absolute_error", "neg_mean_squared_error",
+        "neg_root_mean_squared_error", "explained_variance", "correlation";
+        classifiers "accuracy", "balanced_accuracy", "f1", "f1_macro",
+        "f1_micro", "f1_weighted", "precision", "recall", "roc_auc") from one
+        extra pass over the rows (:mod:`streamridge.scoring`).  None: squared error.
+    rescore : int or None
+        With ``selection`` and ``scoring``: re-score the ``rescore`` best steps
+        of the path by the metric (in the same extra pass) and keep the best.
 """
 
 
@@ -113,6 +127,18 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     selection_path_ : structured array
         With ``selection``: per step the feature added/removed, set size, lambda,
         CV error and its standard error (step 0 is the starting set).
+    nested_cv_errors_ : array of shape (n_folds,) or (n_folds, n_targets)
+        With ``nested=True``: squared error on each outer fold of the model
+        selected and fitted on the other folds.
+    nested_summary_ : dict
+        With ``nested=True``: nested CV error, per-fold mean and spread, the
+        plain CV error of the chosen model and how far it lies below
+        (:func:`streamridge.nested.nested_summary`).
+    cv_scores_ : array of shape (n_alphas, n_folds) or (n_alphas, n_folds, n_targets)
+        With ``scoring``: the metric per lambda and fold (per target for
+        several regression targets) of the chosen feature set.
+    rescore_steps_, rescore_scores_ : arrays of shape (rescore,)
+        With ``rescore``: the path steps re-scored and their mean score.
     timings_ : dict
     features_ : FeatureMap
         With ``features``: the fitted map.
@@ -124,7 +150,7 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     """
     )
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -146,6 +172,9 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
         self.skip_nonfinite = skip_nonfinite
         self.features = features
         self.feature_prefixes = feature_prefixes
+        self.nested = nested
+        self.scoring = scoring
+        self.rescore = rescore
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -200,12 +229,17 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
     coef_ : array of shape (1, n_features) for two classes, else (n_classes, n_features)
     intercept_ : array of shape (1,) or (n_classes,)
     alpha_, alphas_, cv_errors_, fold_errors_, n_folds_, stats_ : see StreamRidgeCV
+    nested_cv_errors_, nested_summary_ : see StreamRidgeCV (``nested=True``)
+    cv_scores_, rescore_steps_, rescore_scores_ : see StreamRidgeCV (``scoring``)
+    cv_confusion_ : array of shape (n_folds, n_classes, n_classes)
+        With ``scoring``: weighted confusion counts [true, predicted] per fold
+        of the chosen model (per-class error, balanced error rate).
     """
     )
 
     _classifier = True
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -228,6 +262,9 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         self.skip_nonfinite = skip_nonfinite
         self.features = features
         self.feature_prefixes = feature_prefixes
+        self.nested = nested
+        self.scoring = scoring
+        self.rescore = rescore
 
     def _balanced(self) -> bool | np.ndarray:
         cw = self.class_weight

@@ -137,6 +137,8 @@ _MODEL_FIELDS: dict[str, Check] = {
     "features": _type((dict,), "an object", none=True),  # a feature map (streamridge.features.encode)
     "n_model_features": _int(1, MAX_FEATURES),  # coef width when a feature map widens the raw inputs
     "prefixes": _type((dict,), "an object", none=True),
+    "nested_summary": _type((dict,), "an object", none=True),
+    "score_summary": _type((dict,), "an object", none=True),
 }
 _MODEL_REQUIRED = (
     "estimator",
@@ -230,11 +232,23 @@ def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Non
         _shape(arrays, "fold_weight", [(cells, c)])
     if h.get("selected_features") is not None and any(not 0 <= i < n for i in h["selected_features"]):
         raise _Invalid(f"selected_features has indices outside [0, {n})")
+    _score_arrays(arrays, n_alphas, k, t, 1 if classes is None else len(classes))
     if h.get("has_stats"):
         missing = [a for a in _STATS_NAMES if f"stats_{a}" not in arrays]
         if missing:
             raise _Invalid(f"has_stats is true but arrays {['stats_' + a for a in missing]} are missing")
         _stats_arrays({a: arrays[f"stats_{a}"] for a in _STATS_NAMES}, h.get("stats_meta") or {})
+
+
+def _score_arrays(arrays: Mapping[str, np.ndarray], n_alphas: int, k: int, t: int, c: int) -> None:
+    """Arrays of nested CV and of ``scoring`` / ``rescore`` (streamridge.nested, streamridge.scoring)."""
+    _shape(arrays, "nested_cv_errors", [(k,), (k, t)])
+    _shape(arrays, "cv_scores", [(n_alphas, k), (n_alphas, k, t)])
+    _shape(arrays, "cv_confusion", [(k, c, c)])
+    if "rescore_steps" in arrays:
+        r = arrays["rescore_steps"].shape[:1]
+        _shape(arrays, "rescore_steps", [r], kinds="iu")
+        _shape(arrays, "rescore_scores", [r])
 
 
 _STATS_NAMES = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")

@@ -16,6 +16,10 @@ Layout of a model file (``np.savez``, read back with ``allow_pickle=False``):
     classes            (n_classes,) classifier labels (int, float, bool or str)
     selected_features  (n_selected,) when a feature selection ran
     selection_path     (n_steps,) structured array of the selection steps, when a selection ran
+    nested_cv_errors   (n_folds,) or (n_folds, n_targets), with nested=True (summary in the header)
+    cv_scores          (n_alphas, n_folds[, n_targets]) metric per lambda and fold, with scoring
+    cv_confusion       (n_folds, n_classes, n_classes) a classifier's confusion counts at the chosen lambda
+    rescore_steps, rescore_scores  (rescore,) with rescore
     stats_<name>       the FoldStats arrays, with ``include_stats=True``
 
 The header holds ``format`` ("streamridge-model"), ``format_version``, the
@@ -43,12 +47,14 @@ from .errors import ModelFileError
 from .file_schema import check_model
 from .folds import FoldScheme
 from .report import estimator_summary
+from .scoring import score_summary
 from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
 from .stream import PassSpec
 
 MODEL_FORMAT = "streamridge-model"
 MODEL_VERSION = 1
 _STATS_ARRAYS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+_SCORE_ARRAYS = ("cv_scores", "cv_confusion", "rescore_steps", "rescore_scores")
 _CORE_ARRAYS = ("coef", "intercept", "alpha", "alphas", "cv_errors", "fold_errors", "support")
 
 
@@ -196,6 +202,11 @@ def _model_arrays(estimator: Any, stats: FoldStats | None) -> dict[str, np.ndarr
         arrays["selection_path"] = path
     if hasattr(estimator, "selected_features_"):
         arrays["selected_features"] = np.asarray(estimator.selected_features_, dtype=np.int64)
+    if hasattr(estimator, "nested_cv_errors_"):
+        arrays["nested_cv_errors"] = np.asarray(estimator.nested_cv_errors_, dtype=np.float64)
+    for name in _SCORE_ARRAYS:
+        if hasattr(estimator, name + "_"):
+            arrays[name] = np.asarray(getattr(estimator, name + "_"))
     return arrays
 
 
@@ -246,6 +257,8 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
         header["selection_path"] = encode_path(path)
     best = getattr(estimator, "selection_best_step_", None)
     header["selection_best_step"] = None if best is None else int(best)
+    header["nested_summary"] = json_safe(getattr(estimator, "nested_summary_", None))
+    header["score_summary"] = json_safe(score_summary(estimator))
     if header["stats_meta"] is UNSAFE:
         header["stats_meta"] = json_safe(meta, str)
     return header
@@ -398,6 +411,12 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     if header.get("has_stats"):
         parts = {a: arrays[f"stats_{a}"] for a in _STATS_ARRAYS}
         est.stats_ = FoldStats(**parts, meta=dict(header.get("stats_meta") or {}))
+    if "nested_cv_errors" in arrays and header.get("nested_summary") is not None:
+        est.nested_cv_errors_ = arrays["nested_cv_errors"]
+        est.nested_summary_ = header["nested_summary"]
+    for name in _SCORE_ARRAYS:
+        if name in arrays:
+            setattr(est, name + "_", arrays[name])
     if "fold_weight" in arrays:
         est._fold_weight = arrays["fold_weight"]
     est._model_header = header

@@ -189,6 +189,8 @@ def format_fit(summary: dict[str, Any]) -> str:
         sel = summary["selected_features"]
         lines.append(f"selected    {len(sel)} feature(s): {_short(sel)}")
     lines += _fold_lines(cv)
+    lines += nested_lines(summary.get("nested"))
+    lines += score_lines(summary.get("scores"))
     if t.get("rows"):
         lines.append(
             f"time        pass {_g(t.get('pass_s'), 3)} s ({_rate(t.get('rows_per_s'))} rows/s), "
@@ -199,6 +201,35 @@ def format_fit(summary: dict[str, Any]) -> str:
         lines.append(f"time        solve {_g(t.get('solve_s'), 3)} s (no pass: fit from statistics)")
     lines.append(f"model       {summary['model']}")
     return "\n".join(lines)
+
+
+def nested_lines(nested: dict[str, Any] | None) -> list[str]:
+    """Lines of a nested CV summary (:func:`streamridge.nested.nested_summary`); none without one."""
+    if not nested:
+        return []
+    K = len(nested.get("n_features") or [])
+    return [
+        f"nested CV   SSE {_g(nested['nested_cv_error'])} (std error {_g(nested['std_error'])} over {K} outer folds; "
+        f"per fold mean {_g(nested['fold_mean'])}, sd {_g(nested['fold_std'])})",
+        f"            plain CV SSE {_g(nested['cv_error'])} of the chosen model is {100 * nested['optimism']:.1f}% "
+        "below it (the same folds chose and scored it)",
+    ]
+
+
+def score_lines(scores: dict[str, Any] | None) -> list[str]:
+    """Lines of a metric summary (:func:`streamridge.scoring.score_summary`); none without one."""
+    if not scores:
+        return []
+    lines = [
+        f"scoring     {scores['scoring']} {_g(scores['score'])} at the chosen lambda (std error "
+        f"{_g(scores['std_error'])} over folds; best mean on the grid {_g(scores['best_on_grid'])})"
+    ]
+    if scores.get("per_class_error"):
+        lines.append("            per-class error " + ", ".join(_g(e) for e in scores["per_class_error"]))
+    if scores.get("rescore_steps"):
+        pairs = ", ".join(f"{i}: {_g(v)}" for i, v in zip(scores["rescore_steps"], scores["rescore_scores"]))
+        lines.append(f"rescored    path steps {pairs}")
+    return lines
 
 
 def _short(values: list[Any], n: int = 10) -> str:
@@ -244,6 +275,8 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if cv:
         lines += _lambda_lines(cv)
         lines += _fold_lines(cv)
+    lines += nested_lines(header.get("nested_summary"))
+    lines += score_lines(header.get("score_summary"))
     lines += _path_lines(
         header.get("selection_path"), header.get("feature_names"), header.get("selection_best_step")
     )

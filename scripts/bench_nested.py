@@ -1,0 +1,137 @@
+"""Benchmark of nested CV (streamridge.nested) and of the metric pass (streamridge.metric_pass).
+
+1. Nested CV at the paper's Table 1 shape (N=200, K=23, R=60) with lambda search
+   only, and with backward selection at N=100: time of the K inner selections vs
+   one selection on all folds (expected about K times), from statistics in memory.
+2. The metric pass (fold k's R models applied to fold k's rows, R*N multiply-adds
+   per row) vs the statistics pass (N^2 per row) on the same in-memory data,
+   chunking and scheduler: ratio of times.
+
+Usage::
+
+    python scripts/bench_nested.py            # full sizes
+    python scripts/bench_nested.py --quick    # small sizes (seconds)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+from streamridge.folds import FoldScheme
+from streamridge.forms import build_forms, build_full_form
+from streamridge.grid import default_alphas
+from streamridge.metric_pass import make_plan, metric_pass
+from streamridge.metrics import fold_scores
+from streamridge.nested import SelectionConfig, choose_model, nested_cv
+from streamridge.parallel import solve_stage_limits
+from streamridge.stats import FoldStats, from_chunk
+from streamridge.stream import PassSpec, accumulate
+
+
+def synthetic_stats(
+    M: int, N: int, K: int, seed: int = 0, classes: bool = False
+) -> tuple[FoldStats, np.ndarray, np.ndarray]:
+    """Statistics of M correlated rows hashed to K folds; returns (stats, X, y)."""
+    rng = np.random.default_rng(seed)
+    mix = np.eye(N) + 0.3 * rng.standard_normal((N, N)) / np.sqrt(N)
+    X = rng.standard_normal((M, N)) @ mix
+    beta = rng.standard_normal(N) * (rng.random(N) < 0.3)
+    y = X @ beta + rng.standard_normal(M) * np.sqrt(N) * 0.3
+    folds = FoldScheme("hash", K, seed=0).assign(0, M)
+    if classes:
+        cls = (y > np.quantile(y, 0.8)).astype(np.int64)
+        Y = np.where(cls == 1, 1.0, -1.0)[:, None]
+        return from_chunk(X, Y, folds, cls, K, 2), X, cls
+    return from_chunk(X, y[:, None], folds, None, K, 1), X, y
+
+
+def time_nested(N: int, K: int, R: int, M: int, selection: str | None) -> tuple[float, float]:
+    stats, _, _ = synthetic_stats(M, N, K)
+    full = build_full_form(stats)
+    alphas = default_alphas(full.A, n_alphas=R)
+    cfg = SelectionConfig(alphas=alphas, selection=selection)
+    with solve_stage_limits(N):
+        t0 = time.perf_counter()
+        forms = build_forms(stats)
+        choose_model(forms, full, cfg)
+        one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        nested_cv(stats, cfg, outer=build_forms(stats))
+        nested = time.perf_counter() - t0
+        os.environ["STREAMRIDGE_FOLD_WORKERS"] = "1"  # outer (and inner) folds one after another
+        t0 = time.perf_counter()
+        nested_cv(stats, cfg, outer=build_forms(stats))
+        serial = time.perf_counter() - t0
+        del os.environ["STREAMRIDGE_FOLD_WORKERS"]
+    what = "lambda search" if selection is None else f"{selection} selection"
+    print(
+        f"  N={N} K={K} R={R} {what}: one selection {one:.2f} s, nested CV {nested:.2f} s "
+        f"(ratio {nested / one:.1f}; K={K}), nested CV with folds serial {serial:.2f} s (ratio {serial / one:.1f})",
+        flush=True,
+    )
+    return one, nested
+
+
+def time_passes(
+    M: int, N: int, K: int, R: int, chunk_rows: int, classes: bool, scoring: str
+) -> tuple[float, float]:
+    import dask.array as da
+
+    from streamridge.sources import open_source
+
+    stats, X, y = synthetic_stats(M, N, K, classes=classes)
+    X32 = X.astype(np.float32)
+    src = open_source(da.from_array(X32, chunks=(chunk_rows, -1)), y=da.from_array(y, chunks=chunk_rows))
+    spec = PassSpec(FoldScheme("hash", K, seed=0), (0, 1) if classes else None, 1)
+    bal = bool(classes)
+    forms = build_forms(stats, balanced=bal)
+    alphas = default_alphas(build_full_form(stats, balanced=bal).A, n_alphas=R)
+    plan = make_plan(
+        stats, forms, alphas, [np.ones(N, bool)], n_classes=2 if classes else 0, auc=scoring == "roc_auc"
+    )
+    t_stats = t_metric = np.inf
+    for _ in range(2):  # alternate, best of two each (the machine is shared)
+        t0 = time.perf_counter()
+        accumulate(src, spec, scheduler="threads")
+        t_stats = min(t_stats, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        tally = metric_pass(src, spec, plan, scheduler="threads")
+        t_metric = min(t_metric, time.perf_counter() - t0)
+    best = float(np.nanmean(fold_scores(tally, scoring), axis=(1, 2)).max())
+    print(
+        f"  M={M:,} N={N} K={K} R={R} {scoring}: statistics pass {t_stats:.2f} s ({M / t_stats:,.0f} rows/s), "
+        f"metric pass {t_metric:.2f} s ({M / t_metric:,.0f} rows/s), ratio {t_metric / t_stats:.2f}; best mean score {best:.4f}",
+        flush=True,
+    )
+    return t_stats, t_metric
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes")
+    args = p.parse_args()
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    print("nested CV from statistics (time vs one selection):")
+    if args.quick:
+        time_nested(40, 8, 20, 2000, None)
+        time_nested(20, 8, 20, 2000, "backward")
+    else:
+        time_nested(200, 23, 60, 23 * 400, None)
+        time_nested(100, 23, 60, 23 * 200, "backward")
+    print("metric pass vs statistics pass (same data, chunks, threads):")
+    M = 40_000 if args.quick else 400_000
+    time_passes(M, 200, 23, 60, 20_000, False, "r2")
+    time_passes(M, 200, 23, 60, 20_000, True, "roc_auc")
+    print(f"load at end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

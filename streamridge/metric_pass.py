@@ -1,0 +1,290 @@
+"""The metric pass: apply fold k's models to the rows of fold k and tally a metric.
+
+After the statistics pass and model selection, the per-fold models of every
+lambda on the grid (and, with ``rescore``, of several feature sets) are known
+from the statistics alone (:func:`fold_models`).  One more streamed pass
+scores them: every chunk's rows are assigned to their fold exactly as in the
+statistics pass, fold k's M models are applied to fold k's rows only, and the
+chunk's :mod:`streamridge.metrics` tally is merged into the total.  Cost per
+row: M T N multiply-adds (the statistics pass: N^2).
+
+The pass reuses the statistics pass's machinery through one small hook:
+:func:`run_tally_pass` takes a chunk kernel and a merge, runs the kernel on
+every chunk with :func:`streamridge.executors.reduce_partitions` on any scheduler
+(:mod:`streamridge.scheduling`) and merges the results in chunk order with a
+binary-counter tree, so the result for a given chunking does not depend on the
+scheduler or the worker count, and memory does not grow with the row count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .forms import Forms
+from .metrics import AUC_BINS, ClassTally, RegressionTally
+from .solvers.linalg import psd_eigh, range_coordinates
+from .stats import FoldStats, combine
+from .stream import PassSpec, code_targets
+
+Tally = RegressionTally | ClassTally
+
+#: predictions held at once per chunk (doubles): rows are scored in sub-batches below it
+PREDICTION_BUDGET = 1 << 22
+
+
+@dataclass(frozen=True)
+class MetricPlan:
+    """The models a metric pass applies and what it tallies.
+
+    Attributes
+    ----------
+    coef : array of shape (K, M, T, N)
+        Model m of fold k in original units (zeros outside its feature set).
+    intercept : array of shape (K, M, T)
+    n_classes : int
+        0 for regression, else the number of classes (rows' class index from the labels).
+    bins : int
+        Score histogram bins (two classes and ROC AUC), else 0.
+    score_mean, score_sd : arrays of shape (K, M) or None
+        Mean and standard deviation of the binary score on fold k (AUC bins).
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    n_classes: int = 0
+    bins: int = 0
+    score_mean: np.ndarray | None = None
+    score_sd: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(K folds, M models, T targets)."""
+        K, M, T, _ = self.coef.shape
+        return K, M, T
+
+    def empty(self) -> Tally:
+        """The zero tally of this plan."""
+        K, M, T = self.shape
+        if self.n_classes:
+            return ClassTally.zeros(K, M, self.n_classes, self.bins)
+        return RegressionTally.zeros(K, M, T)
+
+
+def fold_models(
+    forms: Forms, alphas: np.ndarray, supports: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-fold ridge models of every (feature set, lambda), in original units.
+
+    ``W = (At[S,S] + lambda I)^+ Bt[S]`` by one eigendecomposition per fold
+    and set, numerical null space removed as in the solvers (:mod:`streamridge.solvers.linalg`).
+
+    Parameters
+    ----------
+    forms : Forms
+    alphas : array of shape (R,)
+    supports : sequence of bool arrays of shape (N,)
+
+    Returns
+    -------
+    coef : array of shape (K, len(supports) * R, T, N)
+        Model index ``s * R + r`` for set s and lambda r.
+    intercept : array of shape (K, len(supports) * R, T)
+    """
+    K, N, T = forms.Bt.shape
+    R = len(alphas)
+    coef = np.zeros((K, len(supports) * R, T, N))
+    intercept = np.zeros((K, len(supports) * R, T))
+    for s, support in enumerate(supports):
+        S = np.flatnonzero(support)
+        rows = slice(s * R, (s + 1) * R)
+        intercept[:, rows] = forms.y_offset[:, None, :]
+        if S.size == 0:
+            continue
+        for k in range(K):
+            d, C, null = psd_eigh(forms.At[k][np.ix_(S, S)])
+            Bc = range_coordinates(C, null, forms.Bt[k][S])  # (n, T), null space removed
+            W = np.einsum("ni,irt->rtn", C, Bc[:, None, :] / (d[:, None, None] + alphas[None, :, None]))
+            W /= forms.scale[k][S]
+            coef[k, rows][..., S] = W
+            intercept[k, rows] -= W @ forms.x_offset[k][S]
+    return coef, intercept
+
+
+def score_moments(stats: FoldStats, coef: np.ndarray, intercept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation on every fold of the first target's score, each (K, M)."""
+    K, M = coef.shape[:2]
+    mu, sd = np.zeros((K, M)), np.ones((K, M))
+    for k in range(K):
+        mask = np.zeros(stats.weight.shape, dtype=bool)
+        mask[k] = True
+        cell = combine(stats, mask)
+        n = float(cell.weight[0, 0])
+        w = coef[k, :, 0]  # (M, N)
+        mu[k] = w @ cell.mean_x[0, 0] + intercept[k, :, 0]
+        var = np.einsum("mn,nj,mj->m", w, cell.sxx[0, 0], w, optimize=True) / max(n, np.finfo(float).tiny)
+        s = np.sqrt(np.maximum(var, 0.0))
+        sd[k] = np.where(s > 1e-12 * np.maximum(np.abs(mu[k]), 1.0), s, 1.0)
+    return mu, sd
+
+
+def make_plan(
+    stats: FoldStats,
+    forms: Forms,
+    alphas: np.ndarray,
+    supports: Sequence[np.ndarray],
+    *,
+    n_classes: int,
+    auc: bool,
+) -> MetricPlan:
+    """The :class:`MetricPlan` of the fold models of ``supports`` x ``alphas``."""
+    coef, intercept = fold_models(forms, np.asarray(alphas, dtype=np.float64), supports)
+    if not (n_classes == 2 and auc):
+        return MetricPlan(coef, intercept, n_classes)
+    mu, sd = score_moments(stats, coef, intercept)
+    return MetricPlan(coef, intercept, n_classes, AUC_BINS, mu, sd)
+
+
+# ---------------------------------------------------------------------- the chunk kernel
+def _finite_rows(*arrays: np.ndarray | None) -> np.ndarray | None:
+    keep = None
+    for a in arrays:
+        if a is None or a.dtype.kind not in "fc":
+            continue
+        ok = np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+        keep = ok if keep is None else keep & ok
+    return keep
+
+
+def metric_chunk(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    weights: np.ndarray | None,
+    row_start: int,
+    spec: PassSpec,
+    plan: MetricPlan,
+) -> Tally:
+    """Tally of the rows ``row_start .. row_start + len(X) - 1`` (pure function; folds as the statistics pass)."""
+    m = X.shape[0]
+    folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
+    y = np.asarray(y)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    if spec.skip_nonfinite:
+        keep = _finite_rows(X, y, w)
+        if keep is not None and not keep.all():
+            X, y, folds = X[keep], y[keep], folds[keep]
+            w = None if w is None else w[keep]
+    if plan.n_classes:
+        target, _ = code_targets(y, spec.classes or tuple(range(plan.n_classes)))
+    else:
+        target = y.reshape(X.shape[0], -1).astype(np.float64)
+    tally = plan.empty()
+    _, M, T = plan.shape
+    step = max(1, PREDICTION_BUDGET // max(M * T, 1))
+    for k in np.unique(folds):
+        idx = np.flatnonzero(folds == k)
+        for s in range(0, idx.size, step):
+            rows = idx[s : s + step]
+            Xk = np.asarray(X[rows], dtype=np.float64)
+            P = (Xk @ plan.coef[k].reshape(M * T, -1).T).reshape(rows.size, M, T) + plan.intercept[k]
+            wk = None if w is None else w[rows]
+            if isinstance(tally, ClassTally):
+                norm = (
+                    None
+                    if plan.score_mean is None or plan.score_sd is None
+                    else (plan.score_mean[k], plan.score_sd[k])
+                )
+                tally.add_rows(int(k), target[rows], P, wk, norm)
+            else:
+                tally.add_rows(int(k), target[rows], P, wk)
+    return tally
+
+
+# ---------------------------------------------------------------------- the pass (the hook)
+class _Calls(Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]):
+    """``(blocks, (row_start, *args))`` of every chunk of a source, built when asked for."""
+
+    def __init__(self, source: Any, row_offset: int, args: tuple[Any, ...]) -> None:
+        chunks = [int(c) for c in source.X.chunks[0]]
+        self.source, self.args = source, args
+        self.starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = self.source
+        blocks = tuple(
+            None if a is None else (a.blocks[i] if a.ndim == 1 else a.blocks[i, 0])
+            for a in (s.X, s.y, s.groups, s.sample_weight)
+        )
+        return blocks, (int(self.starts[i]), *self.args)
+
+
+def run_tally_pass(
+    source: Any,
+    kernel: Callable[..., Any],
+    args: tuple[Any, ...],
+    merge: Callable[[Any, Any], Any],
+    base: Any,
+    *,
+    row_offset: int = 0,
+    scheduler: Any = None,
+    window: int | None = None,
+) -> Any:
+    """Run ``kernel(X, y, groups, weights, row_start, *args)`` on every chunk and merge in chunk order.
+
+    This is the pluggable hook on the pass machinery of :mod:`streamridge.stream`
+    (same chunks, schedulers and bounded window); ``base`` is the identity of ``merge``.
+    """
+    from .executors import reduce_partitions
+    from .scheduling import open_scheduler
+
+    calls = _Calls(source, row_offset, args)
+
+    def task_args(i: int) -> tuple[Any, ...]:
+        blocks, rest = calls[i]
+        return (kernel, blocks, *rest)
+
+    with open_scheduler(scheduler) as sched:
+        total = reduce_partitions(_chunk_call, task_args, len(calls), merge, sched, window=window)
+    return base if total is None else total
+
+
+def _chunk_call(kernel: Callable[..., Any], blocks: Sequence[Any], *args: Any) -> Any:
+    """Read one chunk's blocks and apply the kernel (the task of :func:`run_tally_pass`)."""
+    from .executors import materialize_all
+
+    return kernel(*materialize_all(blocks), *args)
+
+
+def metric_pass(
+    source: Any,
+    spec: PassSpec,
+    plan: MetricPlan,
+    *,
+    row_offset: int = 0,
+    scheduler: Any = None,
+    window: int | None = None,
+) -> Tally:
+    """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model."""
+    return run_tally_pass(
+        source,
+        metric_chunk,
+        (spec, plan),
+        _merge,
+        plan.empty(),
+        row_offset=row_offset,
+        scheduler=scheduler,
+        window=window,
+    )
+
+
+def _merge(a: Tally, b: Tally) -> Tally:
+    return a.merge(b)  # type: ignore[arg-type]
