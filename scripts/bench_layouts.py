@@ -120,10 +120,15 @@ def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, An
     out: dict[str, Any] = {"c": best(lambda: accumulate(src, spec, report=report))}
     out["peak_rss_mb"] = _peak_rss_mb()  # the pass only, so far
     out["partitions"] = report.extra["partitions"]
-    out["a"] = best(lambda: bench_stream.read_only(src, args))
+    out["a"] = best(lambda: bench_stream.read_only(src, args, spec))
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
     out["b"] = best(lambda: accumulate(mem, spec))
     return out
+
+
+def _rows_for(layout: str, mb: float, N: int, dtype: str) -> int:
+    """Rows holding ``mb`` MB of X, and at least two stored chunks of ``layout``."""
+    return int(max(mb, 2 * LAYOUTS[layout][1]) * 2**20) // (N * np.dtype(dtype).itemsize)
 
 
 def _peak_rss_mb() -> float:
@@ -140,7 +145,8 @@ def _peak_rss_mb() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=400_000)
+    p.add_argument("--rows", type=int, default=None, help="rows per data set (default: from --mb)")
+    p.add_argument("--mb", type=float, default=128, help="MB of X per data set, at least two stored chunks (default 128)")
     p.add_argument("--features", type=int, nargs="+", default=[200])
     p.add_argument("--layouts", nargs="+", default=["zarr-4mb", "zarr-40mb", "hdf5", "npy"], choices=list(LAYOUTS))
     p.add_argument("--dtypes", nargs="+", default=["float32"])
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats)))
         return 0
     root = args.dir or tempfile.mkdtemp(prefix="bench-layouts-")
-    print(f"M={args.rows}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15")
+    print(f"M={args.rows or f'{args.mb:g} MB of X (at least 2 stored chunks)'}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15")
     try:
         for layout in args.layouts:
             for N in args.features:
@@ -162,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
                     for cells in args.cells:
                         folds, n_classes = (int(v) for v in cells.split("x"))
                         path = os.path.join(root, f"{layout}-{N}-{dtype}-{n_classes}")
-                        write(path, layout, args.rows, N, dtype, n_classes)
+                        rows = args.rows or _rows_for(layout, args.mb, N, dtype)
+                        write(path, layout, rows, N, dtype, n_classes)
                         child = json.dumps({"path": path, "folds": folds, "classes": n_classes})
                         cmd = [sys.executable, __file__, "--child", child, "--repeats", str(args.repeats)]
                         r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
                         print(
-                            f"{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} partitions={r['partitions']:<4d} "
+                            f"{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} partitions={r['partitions']:<4d} "
                             f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
                             f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB",
                             flush=True,

@@ -67,15 +67,17 @@ def best(fn: Any, repeats: int) -> float:
     return min(ts)
 
 
-def read_only(source: Any, args: argparse.Namespace) -> None:
-    """(a): every stored chunk read and decoded by the pass machinery, no statistics."""
+def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC) -> None:
+    """(a): every stored chunk read and decoded by the pass machinery (the plan ``accumulate`` makes for ``spec``), no statistics."""
     from streamridge.executors import reduce_partitions
     from streamridge.partitions import plan_pass, run_partition
     from streamridge.scheduling import open_scheduler
+    from streamridge.stream import _stats_bytes, default_memory_budget
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
-    plan = plan_pass(readers, lo, hi, n_cells=5, stats_bytes=8 * 5 * args.features**2, memory_budget=2**30,
+    plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
+                     stats_bytes=_stats_bytes(spec, args.features), memory_budget=default_memory_budget(),
                      partition_rows=source.partition_rows)
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:

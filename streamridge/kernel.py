@@ -147,9 +147,8 @@ class CellAccumulator:
 
     def result(self, n_folds: int, n_classes: int) -> FoldStats:
         """The statistics as a :class:`FoldStats` of shape (n_folds, n_classes, ...); ends accumulation."""
-        N = self.sxx.shape[1]
-        iu, ju = np.triu_indices(N, 1)
-        self.sxx[:, iu, ju] = self.sxx[:, ju, iu]
+        for S in self.sxx:  # the upper triangle is still zero: add the strict lower one, transposed
+            S += np.tril(S, -1).T
         arrays = (self.weight, self.count, self.mean_x, self.mean_y, self.sxx, self.sxy, self.syy)
         return FoldStats.from_arrays([a.reshape((n_folds, n_classes, *a.shape[1:])) for a in arrays])
 

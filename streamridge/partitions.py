@@ -33,6 +33,8 @@ ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
 SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
+ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell: a partition's fixed cost
+# (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
 
 
@@ -102,7 +104,8 @@ def plan_pass(
         Bytes a task may use: statistics (4 copies while merging) + a read block.
     partition_rows : int or None
         Rows per partition asked for (rounded to whole stored chunks); None
-        chooses about ``PARTITION_BYTES`` of X.
+        chooses about ``PARTITION_BYTES`` of X, and at least ``ROWS_PER_CELL``
+        rows per cell.
 
     Raises
     ------
@@ -121,7 +124,9 @@ def plan_pass(
         )
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
     grids = {role: r.grid() for role, r in readers.items() if r is not None}
-    target = partition_rows or max(1, PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize))
+    target = partition_rows or max(
+        PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
+    )
     if all(g.regular for g in grids.values()):
         return Plan(lo, hi, _regular_step(grids, target), None, read_rows, sub_rows)
     bounds = _irregular_bounds(grids, lo, hi, target)

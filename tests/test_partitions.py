@@ -287,3 +287,33 @@ def test_contiguous_hdf5_irregular_dask_and_npy(tmp_path: Path) -> None:
         got = accumulate(source, spec, scheduler="threads", report=report)
         assert report.extra["partitions"] > 1, what
         assert_stats_close(got, ref, rtol=1e-11)
+
+
+def test_many_cells_get_large_partitions() -> None:
+    """Partitions hold >= ROWS_PER_CELL rows per cell: with 10 x 10 cells at N = 1000 a partition's fixed cost
+    (zeroing, symmetrizing, merging 800 MB of statistics) was as large as its updates (pass 2.4x read + stats)."""
+    from streamridge.partitions import PARTITION_BYTES, ROWS_PER_CELL
+
+    readers = {"X": _Declared((10**7, 1000), 1000), "y": None, "groups": None, "sample_weight": None}
+    few = plan_pass(readers, 0, 10**7, n_cells=5, stats_bytes=8 * 5 * 10**6, memory_budget=2**33)
+    many = plan_pass(readers, 0, 10**7, n_cells=100, stats_bytes=8 * 100 * 10**6, memory_budget=2**33)
+    assert few.step == PARTITION_BYTES // 4000 // 1000 * 1000
+    assert many.step == ROWS_PER_CELL * 100 // 1000 * 1000  # whole stored chunks
+
+
+def test_result_is_symmetric_and_matches_numpy() -> None:
+    """The lower triangle is mirrored into the (still zero) upper one exactly, cell by cell."""
+    from streamridge.kernel import CellAccumulator
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((300, 7)) + 1e6, rng.standard_normal((300, 2))
+    cells = rng.integers(0, 6, 300)
+    acc = CellAccumulator(6, 7, 2)
+    acc.add(X[:150], Y[:150], cells[:150])
+    acc.add(X[150:], Y[150:], cells[150:])
+    st = acc.result(3, 2)
+    for c in range(6):
+        Xc = X[cells == c] - X[cells == c].mean(axis=0)
+        S = st.sxx.reshape(6, 7, 7)[c]
+        np.testing.assert_array_equal(S, S.T)
+        np.testing.assert_allclose(S, Xc.T @ Xc, rtol=1e-9, atol=1e-6)

@@ -1,0 +1,105 @@
+"""A whole fit of in-memory NumPy arrays against its parts, scikit-learn, the CLI and ``local:2``.
+
+Usage::
+
+    python scripts/bench_inmemory.py                     # M=100,000 x N=200, 23 group folds, 60 lambdas
+    python scripts/bench_inmemory.py --rows 20000 --repeats 1
+
+Measured in one run on the same float64 data (the best of --repeats each):
+
+  fit        ``StreamRidgeCV(alphas, cv="groups").fit(X, y, groups=g)`` (threads, default settings)
+  gram       ``X.T @ X`` of the same rows (NumPy/BLAS, all cores)
+  solve      ``fit_stats`` of the fit's statistics (the solve stage alone)
+  sklearn    ``sklearn.linear_model.RidgeCV(alphas)`` (efficient leave-one-out), timed once
+  python     ``fit("data-dir")`` of the same rows written as .npy files
+  cli        ``streamridge fit --data data-dir ...`` as a subprocess (interpreter start-up included)
+  local:2    the fit with ``scheduler="local:2"`` (cluster start-up included, as a user sees it)
+
+and prints fit / (gram + solve) (goal <= 1.5), sklearn / fit (goal ~60), cli / python and
+local:2 / threads (goal <= 1.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from streamridge import StreamRidgeCV
+
+
+def best(fn: Any, repeats: int) -> float:
+    """Smallest wall time of ``repeats`` calls."""
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def data(rows: int, N: int, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Correlated features with an offset, a noisy linear target, contiguous groups."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rows, N)) @ (np.eye(N) + 0.1 * rng.standard_normal((N, N))) + 3.0
+    y = X @ rng.standard_normal(N) + rng.standard_normal(rows)
+    groups = np.repeat(np.arange(n_groups), -(-rows // n_groups))[:rows]
+    return X, y, groups
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--features", type=int, default=200)
+    p.add_argument("--groups", type=int, default=23)
+    p.add_argument("--alphas", type=int, default=60)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-sklearn", action="store_true")
+    a = p.parse_args(argv)
+    X, y, g = data(a.rows, a.features, a.groups)
+    alphas = np.logspace(-3, 3, a.alphas)
+    print(f"M={a.rows} N={a.features} groups={a.groups} lambdas={a.alphas} float64, cores={os.cpu_count()}, "
+          f"load at start {os.getloadavg()[0]:.2f}")
+    est = lambda **kw: StreamRidgeCV(alphas=alphas, cv="groups", **kw)  # noqa: E731
+    model = est().fit(X, y, groups=g)  # warm-up (imports, thread pools)
+    r: dict[str, float] = {}
+    r["fit"] = best(lambda: est().fit(X, y, groups=g), a.repeats)
+    r["gram"] = best(lambda: X.T @ X, a.repeats)
+    r["solve"] = best(lambda: est().fit_stats(model.stats_), a.repeats)
+    r["fit_again"] = best(lambda: est().fit(X, y, groups=g), a.repeats)
+    r["local2"] = best(lambda: est(scheduler="local:2").fit(X, y, groups=g), max(1, a.repeats - 1))
+    root = tempfile.mkdtemp(prefix="bench-inmemory-")
+    try:
+        for name, arr in (("X", X), ("y", y), ("groups", g)):
+            np.save(os.path.join(root, f"{name}.npy"), arr)
+        r["python"] = best(lambda: est().fit(root, groups="groups"), a.repeats)
+        cmd = [sys.executable, "-m", "streamridge", "fit", "--data", root, "--groups", "groups", "--leave-group-out",
+               "--alphas", *map(str, alphas), "--out", os.path.join(root, "m.npz"), "--overwrite", "--quiet"]
+        r["cli"] = best(lambda: subprocess.run(cmd, check=True), a.repeats)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if not a.no_sklearn:
+        from sklearn.linear_model import RidgeCV
+
+        r["sklearn"] = best(lambda: RidgeCV(alphas=alphas).fit(X, y), 1)
+    fit = min(r["fit"], r["fit_again"])
+    print(f"fit {r['fit']:.3f} s / {r['fit_again']:.3f} s (before / after the parts)   gram {r['gram']:.3f} s   "
+          f"solve stage {r['solve']:.3f} s")
+    print(f"fit / (gram + solve) = {fit / (r['gram'] + r['solve']):.2f}   (goal <= 1.5)")
+    if "sklearn" in r:
+        print(f"sklearn RidgeCV (LOO) {r['sklearn']:.2f} s   sklearn / fit = {r['sklearn'] / fit:.1f}   (goal ~60)")
+    print(f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = {r['cli'] / r['python']:.2f}")
+    print(f"local:2 {r['local2']:.3f} s   local:2 / threads = {r['local2'] / fit:.2f}   (goal <= 1.3)")
+    print(f"load at end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Driver load of the pass on a real ``dask scheduler`` + W ``dask worker`` processes (docs/scaling.md).
+
+Usage::
+
+    python scripts/bench_scaling.py                          # W = 2 and 4, N = 200, M = 400,000 float32
+    python scripts/bench_scaling.py --workers 2 4 --features 200 --rows 400000 --partition-rows 20000
+
+For each W it starts ``dask scheduler`` and W single-threaded ``dask worker``
+processes (no nanny, BLAS on one thread) on this machine, runs
+``accumulate`` over one Zarr store by the scheduler's address (after a warm-up
+pass) and MEASURES, around the pass only:
+
+  driver CPU        user + system CPU seconds of this (the client) process (psutil)
+  driver bytes in   bytes this process read from its sockets and files (``rchar`` of /proc/self/io;
+                    the pass reads no row data here: only the Zarr metadata and the messages)
+  driver bytes out  ``wchar`` of /proc/self/io (task submissions)
+  worker transfers  bytes the workers fetched from each other (``transfer_incoming_bytes`` totals are
+                    not kept by distributed, so: the sum over workers of the incoming transfer log)
+
+and prints them with the size of one result (the statistics) and the number of
+partitions P, per pass and per partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from streamridge.folds import FoldScheme
+from streamridge.sources import open_source
+from streamridge.stream import PassReport, PassSpec, accumulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_cluster(directory: Path, n: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """``dask scheduler`` and ``n`` single-threaded ``dask worker`` processes; returns (address, processes)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    file = directory / "scheduler.json"
+    log = open(directory / "cluster.log", "ab")
+    sched = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--no-dashboard", "--scheduler-file", str(file)], env=env, stdout=log, stderr=log,
+    )
+    procs = [sched]
+    deadline = time.monotonic() + 60
+    while not file.exists() or not file.read_text().strip():
+        if time.monotonic() > deadline or sched.poll() is not None:
+            stop(procs)
+            raise RuntimeError("dask scheduler did not start")
+        time.sleep(0.1)
+    address = json.loads(file.read_text())["address"]
+    for i in range(n):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+             "--no-dashboard", "--name", f"w{i}"], env=env, stdout=log, stderr=log, cwd=str(directory),
+        ))
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        client.wait_for_workers(n, timeout=60)
+    return address, procs
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the cluster's processes (workers first)."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def io_counters() -> tuple[int, int]:
+    """(rchar, wchar) of this process: every byte read or written by syscalls, sockets included."""
+    fields = dict(line.split(":") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"]), int(fields["wchar"])
+
+
+def incoming_transfers(address: str) -> int:
+    """Bytes all workers have fetched from other workers so far."""
+    from distributed import Client
+
+    def total(dask_worker: Any) -> int:
+        return int(sum(entry.get("total", 0) for entry in dask_worker.transfer_incoming_log))
+
+    with Client(address, timeout=30) as client:
+        return int(sum(client.run(total).values()))
+
+
+def measure(path: str, address: str, spec: PassSpec, partition_rows: int) -> dict[str, float]:
+    """One pass by ``address`` (after a warm-up): wall, driver CPU, driver bytes, worker transfers."""
+    from distributed import Client
+
+    src = open_source(path, chunk_rows=partition_rows)
+    me = psutil.Process()
+    with Client(address, timeout=30):  # the client the pass uses (open_scheduler finds the current one)
+        accumulate(src, spec, scheduler=address)  # warm-up: imports and data on the workers' side
+        moved0 = incoming_transfers(address)
+        cpu0, (r0, w0), t0 = me.cpu_times(), io_counters(), time.perf_counter()
+        report = PassReport()
+        stats = accumulate(src, spec, scheduler=address, report=report)
+        wall, cpu1, (r1, w1) = time.perf_counter() - t0, me.cpu_times(), io_counters()
+        moved = incoming_transfers(address) - moved0
+    result = sum(a.nbytes for a in (stats.weight, stats.count, stats.mean_x, stats.mean_y, stats.sxx, stats.sxy, stats.syy))
+    return {
+        "wall_s": wall, "driver_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
+        "driver_in": r1 - r0, "driver_out": w1 - w0, "between_workers": moved, "result_bytes": result,
+        "partitions": report.extra["partitions"], "rows": src.n_rows(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--rows", type=int, default=400_000)
+    p.add_argument("--features", type=int, default=200)
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--partition-rows", type=int, default=20_000, help="rows per partition (P = rows / this)")
+    a = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(__file__))
+    from bench_layouts import write
+
+    spec = PassSpec(FoldScheme("hash", a.folds), None, 1)
+    root = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
+    print(f"M={a.rows} N={a.features} float32 zarr (4 MB chunks), K={a.folds}, cores={os.cpu_count()}, "
+          f"load at start {os.getloadavg()[0]:.2f}")
+    try:
+        path = str(root / "data.zarr")
+        write(path, "zarr-4mb", a.rows, a.features, "float32", 1)
+        for W in a.workers:
+            address, procs = start_cluster(root, W)
+            try:
+                r = measure(path, address, spec, a.partition_rows)
+            finally:
+                stop(procs)
+            P = r["partitions"]
+            print(
+                f"W={W} P={P}: wall {r['wall_s']:.2f} s ({r['rows'] / r['wall_s']:,.0f} rows/s)  "
+                f"driver CPU {r['driver_cpu_s']:.3f} s ({1e3 * r['driver_cpu_s'] / P:.1f} ms/partition)  "
+                f"driver in {r['driver_in'] / 1e6:.2f} MB (one result = {r['result_bytes'] / 1e6:.2f} MB; "
+                f"rest {(r['driver_in'] - r['result_bytes']) / P / 1e3:.1f} kB/partition)  "
+                f"driver out {r['driver_out'] / 1e6:.2f} MB ({r['driver_out'] / P / 1e3:.1f} kB/partition)  "
+                f"between workers {r['between_workers'] / 1e6:.2f} MB "
+                f"({r['between_workers'] / max(r['result_bytes'], 1):.1f} results)",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load at end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
