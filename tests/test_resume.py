@@ -153,3 +153,17 @@ def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
     del mapped
     with pytest.raises(CheckpointError, match="arrays"):
         accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+
+
+def test_numpy_arrays_fingerprint_by_content_not_by_name() -> None:
+    """In-memory arrays get random dask names (no hash of every byte per fit); a checkpoint still hashes the rows."""
+    from streamridge.sources import DaskReader
+
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((1000, 4)), rng.standard_normal(1000)
+    a, b = (DaskReader(open_source(X, y=y, chunk_rows=300).X) for _ in range(2))
+    assert a.array.name != b.array.name
+    assert a.fingerprint() == b.fingerprint()
+    X2 = X.copy()
+    X2[999, 3] += 1e-9
+    assert DaskReader(open_source(X2, y=y, chunk_rows=300).X).fingerprint() != a.fingerprint()

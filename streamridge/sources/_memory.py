@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import Any
 
 import numpy as np
@@ -87,8 +88,17 @@ class DaskReader(ArrayReader):
         return np.asarray(self.array[start - self.offset : stop - self.offset].compute(scheduler="sync"))
 
     def fingerprint(self) -> dict[str, Any]:
-        """The dask graph's name (a token of its inputs)."""
-        return {"dask_name": str(self.array.name)}
+        """The dask graph's name (a token of its inputs), or a NumPy array's content hash."""
+        from dask.base import tokenize
+
+        from ._common import NUMPY_PREFIX
+
+        name = str(self.array.name)
+        if not name.startswith(NUMPY_PREFIX):
+            return {"dask_name": name}
+        bounds = np.cumsum([self.offset, *self.array.chunks[0]]).tolist()
+        rows = (self.read(a, b) for a, b in itertools.pairwise(bounds))
+        return {"numpy_token": tokenize(self.shape, str(self.dtype), *rows)}
 
 
 class MemoryContainer(Container):
