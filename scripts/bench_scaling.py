@@ -11,11 +11,12 @@ processes (no nanny, BLAS on one thread) on this machine, runs
 pass) and MEASURES, around the pass only:
 
   driver CPU        user + system CPU seconds of this (the client) process (psutil)
-  driver bytes in   bytes this process read from its sockets and files (``rchar`` of /proc/self/io;
-                    the pass reads no row data here: only the Zarr metadata and the messages)
-  driver bytes out  ``wchar`` of /proc/self/io (task submissions)
-  worker transfers  bytes the workers fetched from each other (``transfer_incoming_bytes`` totals are
-                    not kept by distributed, so: the sum over workers of the incoming transfer log)
+  driver bytes in   bytes this process read from its sockets (tornado's ``IOStream.read_from_fd``
+                    counted; every message of distributed's TCP comms goes through it)
+  driver bytes out  bytes it wrote to its sockets (task submissions)
+  workers' bytes    bytes all workers read from / wrote to their sockets (the same counters installed
+                    in each worker by ``client.run``): partial results moved between workers for the
+                    merges, the final result sent to the driver, and the messages with the scheduler
 
 and prints them with the size of one result (the statistics) and the number of
 partitions P, per pass and per partition.
@@ -84,21 +85,46 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
             p.kill()
 
 
-def io_counters() -> tuple[int, int]:
-    """(rchar, wchar) of this process: every byte read or written by syscalls, sockets included."""
-    fields = dict(line.split(":") for line in Path("/proc/self/io").read_text().splitlines())
-    return int(fields["rchar"]), int(fields["wchar"])
+class SocketBytes:
+    """Bytes this process reads from and writes to its sockets (tornado's IOStream: every distributed comm)."""
+
+    def __init__(self) -> None:
+        self.read = self.written = 0
+
+    def install(self) -> None:
+        """Wrap tornado's socket reads and writes (this process only) to count their bytes."""
+        from tornado.iostream import IOStream
+
+        counter, read_from_fd, write_to_fd = self, IOStream.read_from_fd, IOStream.write_to_fd
+
+        def counted_read(stream: Any, buf: Any) -> Any:
+            n = read_from_fd(stream, buf)
+            counter.read += n or 0
+            return n
+
+        def counted_write(stream: Any, data: Any) -> Any:
+            n = write_to_fd(stream, data)
+            counter.written += n or 0
+            return n
+
+        IOStream.read_from_fd = counted_read  # type: ignore[method-assign]
+        IOStream.write_to_fd = counted_write  # type: ignore[method-assign]
 
 
-def incoming_transfers(address: str) -> int:
-    """Bytes all workers have fetched from other workers so far."""
-    from distributed import Client
+SOCKETS = SocketBytes()
 
-    def total(dask_worker: Any) -> int:
-        return int(sum(entry.get("total", 0) for entry in dask_worker.transfer_incoming_log))
 
-    with Client(address, timeout=30) as client:
-        return int(sum(client.run(total).values()))
+def _count_worker_sockets(dask_worker: Any) -> None:
+    """(Run on each worker) count its socket bytes as ``SocketBytes`` does here."""
+    if not hasattr(dask_worker, "socket_bytes"):
+        dask_worker.socket_bytes = SocketBytes()
+        dask_worker.socket_bytes.install()
+
+
+def worker_socket_bytes(client: Any) -> tuple[int, int]:
+    """Bytes all workers have read from and written to their sockets so far."""
+    counts = client.run(lambda dask_worker: (dask_worker.socket_bytes.read, dask_worker.socket_bytes.written))
+    return sum(r for r, _ in counts.values()), sum(w for _, w in counts.values())
 
 
 def measure(path: str, address: str, spec: PassSpec, partition_rows: int) -> dict[str, float]:
@@ -107,18 +133,19 @@ def measure(path: str, address: str, spec: PassSpec, partition_rows: int) -> dic
 
     src = open_source(path, chunk_rows=partition_rows)
     me = psutil.Process()
-    with Client(address, timeout=30):  # the client the pass uses (open_scheduler finds the current one)
-        accumulate(src, spec, scheduler=address)  # warm-up: imports and data on the workers' side
-        moved0 = incoming_transfers(address)
-        cpu0, (r0, w0), t0 = me.cpu_times(), io_counters(), time.perf_counter()
+    with Client(address, timeout=30) as client:  # the counters' client; the pass opens its own
+        client.run(_count_worker_sockets)
+        accumulate(src, spec, scheduler=address)  # warm-up: imports on the workers' side
+        (wr0, ww0), cpu0, r0, w0 = worker_socket_bytes(client), me.cpu_times(), SOCKETS.read, SOCKETS.written
+        t0 = time.perf_counter()
         report = PassReport()
         stats = accumulate(src, spec, scheduler=address, report=report)
-        wall, cpu1, (r1, w1) = time.perf_counter() - t0, me.cpu_times(), io_counters()
-        moved = incoming_transfers(address) - moved0
+        wall, cpu1, r1, w1 = time.perf_counter() - t0, me.cpu_times(), SOCKETS.read, SOCKETS.written
+        wr1, ww1 = worker_socket_bytes(client)
     result = sum(a.nbytes for a in (stats.weight, stats.count, stats.mean_x, stats.mean_y, stats.sxx, stats.sxy, stats.syy))
     return {
         "wall_s": wall, "driver_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
-        "driver_in": r1 - r0, "driver_out": w1 - w0, "between_workers": moved, "result_bytes": result,
+        "driver_in": r1 - r0, "driver_out": w1 - w0, "workers_in": wr1 - wr0, "workers_out": ww1 - ww0, "result_bytes": result,
         "partitions": report.extra["partitions"], "rows": src.n_rows(),
     }
 
@@ -131,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--partition-rows", type=int, default=20_000, help="rows per partition (P = rows / this)")
     a = p.parse_args(argv)
+    SOCKETS.install()
     sys.path.insert(0, os.path.dirname(__file__))
     from bench_layouts import write
 
@@ -154,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"driver in {r['driver_in'] / 1e6:.2f} MB (one result = {r['result_bytes'] / 1e6:.2f} MB; "
                 f"rest {(r['driver_in'] - r['result_bytes']) / P / 1e3:.1f} kB/partition)  "
                 f"driver out {r['driver_out'] / 1e6:.2f} MB ({r['driver_out'] / P / 1e3:.1f} kB/partition)  "
-                f"between workers {r['between_workers'] / 1e6:.2f} MB "
-                f"({r['between_workers'] / max(r['result_bytes'], 1):.1f} results)",
+                f"workers' sockets: in {r['workers_in'] / 1e6:.2f} MB, out {r['workers_out'] / 1e6:.2f} MB "
+                f"({r['workers_in'] / max(r['result_bytes'], 1):.1f} results in)",
                 flush=True,
             )
     finally:
