@@ -140,8 +140,7 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
         limit = None
     else:
         pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
-        # one worker thread per core; a single task keeps every BLAS thread
-        limit = blas_controller().limit(limits=1) if sched.n_workers > 1 and n - first > 1 else None
+        limit = blas_controller().limit(limits=1) if sched.n_workers > 1 else None
     try:
         pending: dict[int, cf.Future[Any]] = {}
         nxt = first
