@@ -54,10 +54,14 @@ class CellAccumulator:
         weights : array of shape (m,) or None
             Non-negative sample weights.
         """
-        m = X.shape[0]
-        if m == 0:
+        if X.shape[0] == 0:
             return
-        cells = np.asarray(cells, dtype=np.int64)
+        # float64 overflow of the co-moments is reported once, as a ScaleError, by the solve stage;
+        # worker processes do not inherit the driver's warning filters, so the kernel stays silent itself
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            self._add(X, Y, np.asarray(cells, dtype=np.int64), weights)
+
+    def _add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None) -> None:
         first = int(cells[0])
         if self.weight.shape[0] == 1 or bool(np.all(cells == first)):
             self._add_cell(first, X, Y, weights)

@@ -314,3 +314,20 @@ def test_solve_stage_does_k_decompositions_and_no_statistics_merges(rng, monkeyp
     )
     _, ref, _ = fit_ridge(X, y, None, est.alpha_, True, False)
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-10)
+
+
+def test_cli_overflow_on_process_workers_prints_one_line(rng, tmp_path):
+    """Worker processes do not inherit the driver's warning filter: the kernel itself must not warn."""
+    import subprocess
+    import sys
+
+    from streamridge.sources import write_zarr
+
+    X, y = scale_data(rng)
+    store = write_zarr(tmp_path / "d.zarr", X, y * 1e200, None, chunk_rows=64)
+    model = tmp_path / "m.npz"
+    argv = ["fit", "--data", str(store), "--out", str(model), "--quiet", "--scheduler", "processes"]
+    run = subprocess.run([sys.executable, "-m", "streamridge", *argv], capture_output=True, text=True, timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and not model.exists()
+    assert len(lines) == 1 and re.search("y is too large for float64 statistics", lines[0]), run.stderr
