@@ -94,23 +94,13 @@ def cmd_features(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(d: dict[str, Any]) -> str:
-    """``esn(n_units=500, ...)`` from a map's JSON description (no import of the maps: ``info`` stays light)."""
-    parts = []
-    for k, v in d["params"].items():
-        if k == "maps":
-            v = "[" + ", ".join(_describe(m) for m in v) + "]"
-        elif isinstance(v, dict) and "__array__" in v:
-            v = "<array>"
-        parts.append(f"{k}={v}")
-    return f"{d['map']}({', '.join(parts)})"
-
-
 def info_lines(header: dict[str, Any]) -> list[str]:
     """Lines of ``streamridge info`` about the model's feature map and prefix curve."""
+    from .report import describe_map_spec
+
     out = []
     if header.get("features"):
-        out.append(f"feature map {_describe(header['features'])}")
+        out.append(f"feature map {describe_map_spec(header['features'])}")
     p = header.get("prefixes")
     if p:
         curve = ", ".join(f"{n}: {e:.6g}" for n, e in zip(p["sizes"], p["errors"]))

@@ -361,3 +361,15 @@ def _path_lines(obj: Any, names: list[str] | None, best: int | None = None) -> l
     if len(steps) > MAX_FOLD_LINES:
         lines.append(f"            ... ({len(steps) - MAX_FOLD_LINES} more steps)")
     return lines
+
+
+def describe_map_spec(d: dict[str, Any]) -> str:
+    """``esn(n_units=500, ...)`` from a feature map's JSON description (no import of the maps: ``info`` stays light)."""
+    parts = []
+    for k, v in d["params"].items():
+        if k == "maps":
+            v = "[" + ", ".join(describe_map_spec(m) for m in v) + "]"
+        elif isinstance(v, dict) and "__array__" in v:
+            v = "<array>"
+        parts.append(f"{k}={v}")
+    return f"{d['map']}({', '.join(parts)})"

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, ModelFileError, ParameterError
+from ..report import describe_map_spec
 from ._base import FORMAT_VERSION, FeatureMap
 from ._compose import Concat, Pipeline
 from ._delays import Delays
@@ -173,15 +174,4 @@ def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
 def describe(fmap: FeatureMap) -> str:
     """One line: ``esn(n_units=500, spectral_radius=0.9, ...) -> 500 features``."""
     obj, _ = encode(fmap)
-    return _describe(obj)
-
-
-def _describe(d: dict[str, Any]) -> str:
-    parts = []
-    for k, v in d["params"].items():
-        if k == "maps":
-            v = "[" + ", ".join(_describe(m) for m in v) + "]"
-        elif isinstance(v, dict) and "__array__" in v:
-            v = "<array>"
-        parts.append(f"{k}={v}")
-    return f"{d['map']}({', '.join(parts)})"
+    return describe_map_spec(obj)
