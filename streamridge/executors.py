@@ -140,7 +140,9 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
         limit = None
     else:
         pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
-        limit = blas_controller().limit(limits=1) if sched.n_workers > 1 else None
+        # one BLAS thread per busy worker; fewer partitions than workers leave the cores to BLAS
+        busy = min(n - first, sched.n_workers)
+        limit = blas_controller().limit(limits=max(1, sched.n_workers // busy)) if busy > 1 else None
     try:
         pending: dict[int, cf.Future[Any]] = {}
         nxt = first

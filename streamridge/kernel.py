@@ -1,27 +1,39 @@
 """The chunk kernel: accumulate rows into per-cell statistics in place.
 
-One :class:`CellAccumulator` per partition of the pass.  Every sub-block of
-rows is gathered by cell once (a stable sort of the cell ids), centered per
-cell in float64 and added into that cell's accumulator with a rank-m BLAS
-``syrk`` followed by the rank-1 Chan, Golub & LeVeque correction
+One :class:`CellAccumulator` per partition of the pass.  The rows of a
+sub-block are grouped by cell (a stable radix sort of the cell ids; a cell
+whose rows form one contiguous run is read in place, others are gathered),
+and each cell's rows are processed in cache-sized *tiles*: a tile is copied to
+float64 once, centered about its own (weighted) mean and added into the cell's
+accumulator with a rank-k BLAS ``syrk`` (and a GEMV/GEMM for ``Sxy``) while it
+is still in cache, so the data crosses memory once and no sub-block-sized
+copy is made.  The tiles' means are folded in later, a few hundred at a time
+per cell, with the cell's previous state, by the exact between-group term of
+the co-moment
 
 .. code-block:: text
 
-    n    = n_a + n_b,   d = mean_b - mean_a
-    S   += S_b + (n_a n_b / n) d d'
-    mean = mean_a + d n_b / n
+    n = n_0 + sum_t n_t,   m = (n_0 m_0 + sum_t n_t m_t) / n
+    S = S_0 + sum_t S_t + sum_{t=0..} n_t (m_t - m)(m_t - m)'
 
-so no per-sub-block statistics are allocated and merged, only the cells that
-occur are touched, and an offset of 1e6 in the data costs no accuracy.  Only
-the lower triangle of ``Sxx`` is updated until :meth:`CellAccumulator.result`.
+as one more rank-k ``syrk`` of the rows ``sqrt(n_t) (m_t - m)`` -- the Chan,
+Golub & LeVeque pairwise update applied to many groups at once.  Only the
+cells that occur are touched, and an offset of 1e6 in the data costs no
+accuracy (every tile is centered before its products).  Only the lower
+triangle of ``Sxx`` is updated until :meth:`CellAccumulator.result`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import blas
 
+from .blas_nogil import gemm_tn, syrk_upper
 from .stats import FoldStats
+
+TILE_BYTES = 2 * 2**20  # float64 bytes of one tile (X and Y parts): stays in L2/L3 between its passes
+MIN_TILE_ROWS = 256  # rank-k updates below this are BLAS-inefficient
+MAX_TILE_ROWS = 4096
+MAX_PENDING = 256  # tiles of a cell whose means wait for one rank-k fold (also: at most ~1/8 of its N x N)
 
 
 class CellAccumulator:
@@ -42,6 +54,14 @@ class CellAccumulator:
         self.sxx = np.zeros((C, N, N))  # lower triangle only until result()
         self.sxy = np.zeros((C, N, T))
         self.syy = np.zeros((C, T))
+        self.tile_rows = int(np.clip(TILE_BYTES // (8 * max(1, N + T)), MIN_TILE_ROWS, MAX_TILE_ROWS))
+        self._bx = np.empty((self.tile_rows, N))
+        self._by = np.empty((self.tile_rows, T))
+        self._ones = np.ones(self.tile_rows)
+        # pending tile means of a cell stay below ~1/8 of its N x N statistics (Python object overhead included)
+        self._max_pending = int(np.clip(N * N // (8 * (N + T + 32)), 2, MAX_PENDING))
+        # per cell: weights and means of tiles added since its last fold (see _fold)
+        self._pending: dict[int, tuple[list[float], list[np.ndarray], list[np.ndarray]]] = {}
 
     def add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None = None) -> None:
         """Add rows ``X`` (m, N), targets ``Y`` (m, T) of flat cell ids ``cells`` (m,).
@@ -54,151 +74,146 @@ class CellAccumulator:
         weights : array of shape (m,) or None
             Non-negative sample weights.
         """
-        if X.shape[0] == 0:
+        m = X.shape[0]
+        if m == 0:
             return
         # float64 overflow of the co-moments is reported once, as a ScaleError, by the solve stage;
         # worker processes do not inherit the driver's warning filters, so the kernel stays silent itself
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            self._add(X, Y, np.asarray(cells, dtype=np.int64), weights)
+            cells = np.asarray(cells).reshape(-1)
+            first = int(cells[0])
+            if self.weight.shape[0] == 1 or bool(np.all(cells == first)):
+                self._add_run(first, X, Y, None, weights)
+                return
+            small = cells.astype(np.int16) if self.weight.shape[0] < 2**15 else cells.astype(np.int64)
+            order = np.argsort(small, kind="stable")  # a radix sort for 16-bit keys
+            sc = small[order]
+            bounds = np.concatenate([[0], np.flatnonzero(sc[1:] != sc[:-1]) + 1, [m]])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                idx = order[lo:hi]
+                a, b = int(idx[0]), int(idx[-1])
+                if b - a == hi - lo - 1:  # the cell's rows are one contiguous run: read in place
+                    self._add_run(int(sc[lo]), X[a : b + 1], Y[a : b + 1], None, _part(weights, a, b + 1))
+                else:
+                    self._add_run(int(sc[lo]), X, Y, idx, weights)
 
-    def _add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None) -> None:
-        first = int(cells[0])
-        if self.weight.shape[0] == 1 or bool(np.all(cells == first)):
-            self._add_cell(first, X, Y, weights)
-            return
-        order = np.argsort(cells, kind="stable")
-        sorted_cells = cells[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_cells)) + 1])
-        wg = None if weights is None else weights[order]
-        # one gather of the sub-block (input dtype), then every cell's rows are contiguous
-        self._add_sorted(sorted_cells[starts], starts, X[order], Y[order], wg)
-
-    def _add_sorted(
-        self, ids: np.ndarray, starts: np.ndarray, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None
-    ) -> None:
-        """Rows sorted by cell: cell ``ids[g]`` holds rows ``starts[g] .. starts[g + 1] - 1``.
-
-        Means, centering and the Chan corrections are computed for all cells at
-        once; only the rank-k and rank-1 updates of ``Sxx`` and the ``Sxy``
-        product run per cell.
-        """
-        m = X.shape[0]
-        counts = np.diff(np.append(starts, m))
-        self.count[ids] += counts
-        W = counts.astype(np.float64) if w is None else np.add.reduceat(w, starts)
-        safe = np.where(W > 0, W, 1.0)
-        Xc, mx = _centered_segments(X, w, starts, counts, safe)
-        Yc, my = _centered_segments(Y, w, starts, counts, safe)
-        if w is not None:
-            s = np.sqrt(w)[:, None]
-            Xc *= s
-            Yc *= s
-        ok = W > 0
-        n_a = self.weight[ids]
-        n = n_a + W
-        f = np.where(ok & (n_a > 0), n_a * W / np.where(n > 0, n, 1.0), 0.0)
-        dx = mx - self.mean_x[ids]
-        dy = my - self.mean_y[ids]
-        bounds = np.append(starts, m)
-        for g in np.flatnonzero(ok).tolist():
-            c, lo, hi = int(ids[g]), int(bounds[g]), int(bounds[g + 1])
-            S = self.sxx[c].T  # Fortran view: its upper triangle is the lower triangle of sxx[c]
-            _syrk_into(Xc[lo:hi], S)
-            if f[g] > 0:
-                _syr_into(float(f[g]), dx[g], S)
-            self.sxy[c] += Xc[lo:hi].T @ Yc[lo:hi]
-        k = ids[ok]
-        fk, dxk, dyk = f[ok], dx[ok], dy[ok]
-        self.sxy[k] += fk[:, None, None] * dxk[:, :, None] * dyk[:, None, :]
-        self.syy[k] += np.add.reduceat(Yc * Yc, starts)[ok] + fk[:, None] * dyk * dyk
-        share = (W / np.where(n > 0, n, 1.0))[ok][:, None]
-        first = (n_a[ok] == 0)[:, None]
-        self.mean_x[k] = np.where(first, mx[ok], self.mean_x[k] + dxk * share)
-        self.mean_y[k] = np.where(first, my[ok], self.mean_y[k] + dyk * share)
-        self.weight[k] = n[ok]
-
-    def _add_cell(self, c: int, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None) -> None:
-        m = X.shape[0]
+    def _add_run(self, c: int, X: np.ndarray, Y: np.ndarray, idx: np.ndarray | None, w: np.ndarray | None) -> None:
+        """Rows ``idx`` of ``X``/``Y`` (all rows when None) into cell ``c``, tile by tile."""
+        m = X.shape[0] if idx is None else idx.shape[0]
         self.count[c] += m
-        W = float(m) if w is None else float(w.sum())
-        if W <= 0:
-            return
-        Xc, mx = _centered(X, w, W)
-        Yc, my = _centered(Y, w, W)
-        if w is not None:
-            s = np.sqrt(w)[:, None]
-            Xc *= s
-            Yc *= s
         S = self.sxx[c].T  # Fortran view: its upper triangle is the lower triangle of sxx[c]
-        _syrk_into(Xc, S)
-        self.sxy[c] += Xc.T @ Yc
-        self.syy[c] += np.einsum("ij,ij->j", Yc, Yc)
-        n_a = self.weight[c]
-        n = n_a + W
-        if n_a > 0:
-            f = n_a * W / n
-            dx = mx - self.mean_x[c]
-            dy = my - self.mean_y[c]
-            _syr_into(f, dx, S)
-            self.sxy[c] += (f * dx)[:, None] * dy[None, :]
-            self.syy[c] += f * dy * dy
-            self.mean_x[c] += dx * (W / n)
-            self.mean_y[c] += dy * (W / n)
+        Sxy = self.sxy[c].T  # (T, N) Fortran view
+        pend = self._pending.setdefault(c, ([], [], []))
+        step = self.tile_rows
+        for s in range(0, m, step):
+            e = min(m, s + step)
+            k = e - s
+            bx, by = self._bx[:k], self._by[:k]
+            if idx is None:
+                np.copyto(bx, X[s:e])
+                np.copyto(by, Y[s:e])
+                wt = None if w is None else w[s:e]
+            else:
+                rows = idx[s:e]
+                _gather(X, rows, bx)
+                _gather(Y, rows, by)
+                wt = None if w is None else w[rows]
+            W = float(k) if wt is None else float(wt.sum())
+            if W <= 0:
+                continue
+            wc = self._ones[:k] if wt is None else wt
+            mx = _center(bx, wc, W)
+            my = _center(by, wc, W)
+            if wt is not None:
+                r = np.sqrt(wt)[:, None]
+                bx *= r
+                by *= r
+            _syrk_into(bx, S)
+            _cross_into(by, bx, Sxy)
+            self.syy[c] += np.einsum("ij,ij->j", by, by)
+            pend[0].append(W)
+            pend[1].append(mx)
+            pend[2].append(my)
+        if len(pend[0]) >= self._max_pending:
+            self._fold(c)
+
+    def _fold(self, c: int) -> None:
+        """Fold cell ``c``'s pending tiles (centered and added already; their weights and means) into its state.
+
+        Adds the between-group term ``sum_t n_t (m_t - m)(m_t - m)'`` of the
+        tiles and the cell's previous state (weight n0, mean m0) as one rank-k
+        update.
+        """
+        ws, mxs, mys = self._pending.pop(c, ([], [], []))
+        if not ws:
+            return
+        n0 = float(self.weight[c])
+        w = np.array(ws)
+        mx, my = np.array(mxs), np.array(mys)
+        if n0 > 0:  # the cell's previous state is one more group
+            w = np.concatenate([[n0], w])
+            mx = np.concatenate([self.mean_x[c][None], mx])
+            my = np.concatenate([self.mean_y[c][None], my])
+        n = float(w.sum())
+        if w.shape[0] > 1:
+            rx, ry = mx[0], my[0]  # a reference inside the data: the new mean without cancellation
+            mean_x = rx + (w @ (mx - rx)) / n
+            mean_y = ry + (w @ (my - ry)) / n
+            r = np.sqrt(w)[:, None]
+            dx = (mx - mean_x) * r
+            dy = (my - mean_y) * r
+            _syrk_into(dx, self.sxx[c].T)
+            _cross_into(dy, dx, self.sxy[c].T)
+            self.syy[c] += np.einsum("ij,ij->j", dy, dy)
         else:
-            self.mean_x[c] = mx
-            self.mean_y[c] = my
+            mean_x, mean_y = mx[0], my[0]
+        self.mean_x[c] = mean_x
+        self.mean_y[c] = mean_y
         self.weight[c] = n
 
     def result(self, n_folds: int, n_classes: int) -> FoldStats:
         """The statistics as a :class:`FoldStats` of shape (n_folds, n_classes, ...); ends accumulation."""
+        for c in list(self._pending):
+            self._fold(c)
         for S in self.sxx:  # the upper triangle is still zero: add the strict lower one, transposed
             S += np.tril(S, -1).T
         arrays = (self.weight, self.count, self.mean_x, self.mean_y, self.sxx, self.sxy, self.syy)
         return FoldStats.from_arrays([a.reshape((n_folds, n_classes, *a.shape[1:])) for a in arrays])
 
 
-def _centered(A: np.ndarray, w: np.ndarray | None, W: float) -> tuple[np.ndarray, np.ndarray]:
-    """A float64 copy of ``A`` minus its (weighted) column means, and the means.
+def _gather(A: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = A[rows]`` converted to float64 (no temporary for float64 ``A``)."""
+    if A.dtype == np.float64:
+        np.take(A, rows, axis=0, out=out, mode="clip")  # mode="clip": unbuffered
+    else:
+        np.copyto(out, A[rows])
 
-    One pass converts to float64 (so the mean is accumulated in float64
-    whatever the input dtype), one sums, one subtracts.  Centering about a
-    mean that is off by ``d`` changes the co-moment by ``n d d'`` only, second
-    order in the rounding error, so no re-centering pass is needed; the
-    returned mean gets the first-order correction.
+
+def _part(w: np.ndarray | None, a: int, b: int) -> np.ndarray | None:
+    return None if w is None else w[a:b]
+
+
+def _center(B: np.ndarray, w: np.ndarray, W: float) -> np.ndarray:
+    """Center the float64 tile ``B`` in place about its (weighted) column means; return the means.
+
+    Centering about a mean that is off by ``d`` changes the co-moment by
+    ``n d d'`` only, second order in the rounding error, so one correction of
+    the mean (not of the data) suffices.
     """
-    Ac = np.array(A, dtype=np.float64)  # a float64 copy: one conversion pass, no buffered casts
-    mean = (Ac.sum(axis=0) if w is None else w @ Ac) / W
-    Ac -= mean
-    mean += (Ac.sum(axis=0) if w is None else w @ Ac) / W
-    return Ac, mean
-
-
-def _centered_segments(
-    A: np.ndarray, w: np.ndarray | None, starts: np.ndarray, counts: np.ndarray, W: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_centered` for every run of rows ``starts[g] ..`` at once: float64 centered rows and means.
-
-    ``A`` is the caller's own gathered copy; a float64 ``A`` is centered in place.
-    """
-    Ac = np.asarray(A, dtype=np.float64)  # one conversion pass (no buffered casts later)
-    total = np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0)
-    mean = total / W[:, None]
-    for g, (lo, m) in enumerate(zip(starts.tolist(), counts.tolist())):  # in place: no m x N temporary
-        Ac[lo : lo + m] -= mean[g]
-    mean += np.add.reduceat(Ac if w is None else w[:, None] * Ac, starts, axis=0) / W[:, None]
-    return Ac, mean
+    mean = (w @ B) / W  # a GEMV (ones or weights): faster than a column sum
+    B -= mean
+    mean += (w @ B) / W
+    return mean
 
 
 def _syrk_into(Xc: np.ndarray, S: np.ndarray) -> None:
-    """``S += Xc' Xc`` on the upper triangle of the Fortran-ordered ``S``, in place."""
-    A = Xc.T if Xc.flags.c_contiguous else np.asfortranarray(Xc.T)
-    out = blas.dsyrk(1.0, A, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
-    if out is not S and not np.shares_memory(out, S):  # pragma: no cover - BLAS wrapper copied
-        S[...] = out
+    """``S += Xc' Xc`` on the upper triangle of the Fortran-ordered ``S``, in place (GIL released)."""
+    syrk_upper(np.ascontiguousarray(Xc), S)
 
 
-def _syr_into(alpha: float, x: np.ndarray, S: np.ndarray) -> None:
-    """``S += alpha x x'`` on the upper triangle of the Fortran-ordered ``S``, in place."""
-    out = blas.dsyr(alpha, x, lower=0, a=S, overwrite_a=1)
-    if out is not S and not np.shares_memory(out, S):  # pragma: no cover - BLAS wrapper copied
-        S[...] = out
+def _cross_into(Yc: np.ndarray, Xc: np.ndarray, C: np.ndarray) -> None:
+    """``C += Yc' Xc`` for the Fortran-ordered (T, N) ``C``, in place (GIL released)."""
+    if C.shape[0] == 1:  # one target: a GEMV (dgemm is several times slower for a single column)
+        C[0] += Xc.T @ Yc[:, 0]
+        return
+    gemm_tn(np.ascontiguousarray(Yc), np.ascontiguousarray(Xc), C)

@@ -35,6 +35,7 @@ READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunk
 SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
 ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell: a partition's fixed cost
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
+BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced_step)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
 
 
@@ -128,7 +129,10 @@ def plan_pass(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
     )
     if all(g.regular for g in grids.values()):
-        return Plan(lo, hi, _regular_step(grids, target), None, read_rows, sub_rows)
+        common, step = _regular_step(grids, target)
+        if partition_rows is None:  # sizes asked for are kept
+            step = _balanced_step(lo, hi, common, step, N * np.dtype(X.dtype).itemsize)
+        return Plan(lo, hi, step, None, read_rows, sub_rows)
     bounds = _irregular_bounds(grids, lo, hi, target)
     return Plan(lo, hi, 1, bounds, read_rows, sub_rows)
 
@@ -159,14 +163,34 @@ def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int
     return int(read_rows), int(max(1, sub))
 
 
-def _regular_step(grids: dict[str, Any], target: int) -> int:
+def _regular_step(grids: dict[str, Any], target: int) -> tuple[int, int]:
+    """The common stored-chunk step of the arrays and a partition step of about ``target`` rows."""
     x = grids["X"].step
     common = x
     for g in grids.values():
         common = common * g.step // math.gcd(common, g.step)
     if common > ALIGN_SLACK * max(target, x):
         common = x  # no common boundary within reach: 1-D arrays' chunks at the edges are read twice
-    return max(common, (target // common) * common)
+    return common, max(common, (target // common) * common)
+
+
+def _balanced_step(lo: int, hi: int, common: int, step: int, row_bytes: int) -> int:
+    """``step`` evened out: partitions of about equal size, an even number of them when there are few.
+
+    A pass of 3 partitions on 2 workers leaves one idle for a third of it, and
+    a small last partition does the same; with few partitions (under
+    ``BALANCE_BELOW``) their number is made even and their sizes equal (in
+    whole common stored chunks).  A pure function of the data's shape and
+    chunks, never of the worker count: statistics stay bit-identical across
+    schedulers.
+    """
+    n = len(Plan(lo, hi, step, None, 1, 1))
+    if n >= BALANCE_BELOW or (n == 1 and (hi - lo) * row_bytes < 2 * SUB_BLOCK_BYTES):
+        return step
+    n += n % 2
+    even = -(-(hi - lo) // n)
+    step2 = max(common, -(-even // common) * common)
+    return step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= 2 else step
 
 
 def _irregular_bounds(grids: dict[str, Any], lo: int, hi: int, target: int) -> tuple[int, ...]:

@@ -317,3 +317,35 @@ def test_result_is_symmetric_and_matches_numpy() -> None:
         S = st.sxx.reshape(6, 7, 7)[c]
         np.testing.assert_array_equal(S, S.T)
         np.testing.assert_allclose(S, Xc.T @ Xc, rtol=1e-9, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "rows, chunk, n_expected",
+    [
+        (100_000, 1, 4),  # 3 partitions of ~47k rows (the last a stub of 6k) -> 4 equal ones
+        (100_000, 1000, 4),  # ... in whole stored chunks
+        (40_000, 1, 2),  # one partition of 32 MB or more -> 2, so two workers both have one
+        (3_000, 1, 1),  # small data: one partition
+        (10**7, 1000, None),  # many partitions: left as planned
+    ],
+)
+def test_few_partitions_are_balanced(rows: int, chunk: int, n_expected: int | None) -> None:
+    """A handful of partitions become an even number of equal ones (in whole stored chunks).
+
+    Measured before (M = 100,000 x N = 200 float64, 23 group folds): partitions of 47,104, 47,104 and
+    5,792 rows on 2 threads; the plan is a function of the data only, never of the worker count.
+    """
+    from streamridge.partitions import BALANCE_BELOW
+
+    X = _Declared((rows, 200), chunk)
+    X.dtype = np.dtype(np.float64)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    plan = plan_pass(readers, 0, rows, n_cells=23, stats_bytes=8 * 23 * 200 * 200, memory_budget=2**31)
+    sizes = [b - a for a, b in (plan.rows(i) for i in range(len(plan)))]
+    assert sum(sizes) == rows
+    if n_expected is None:
+        assert len(plan) >= BALANCE_BELOW
+        return
+    assert len(plan) == n_expected, sizes
+    assert max(sizes) - min(sizes) <= chunk, sizes
+    assert plan.step % chunk == 0
