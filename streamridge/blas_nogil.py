@@ -10,10 +10,10 @@ in ``scipy.linalg.cython_blas.__pyx_capi__``, the way numba does -- through
 pointers cannot be had, the updates fall back to NumPy's matmul (which also
 releases the GIL) plus an addition.
 
-Only two updates are needed by :mod:`streamridge.kernel`:
+Two updates serve the pass's kernel (:mod:`streamridge.kernel`) and the solve stage's forms (:mod:`streamridge.parts`):
 
 * :func:`syrk_upper` -- ``C += A' A`` on the upper triangle of a Fortran-ordered ``C``;
-* :func:`gemm_tn` -- ``C += B' A`` for a Fortran-ordered ``C``.
+* :func:`gemm_tn` -- ``C += alpha B' A`` for a Fortran-ordered ``C``.
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def _load() -> tuple[Callable[..., None] | None, Callable[..., None] | None]:
 _dsyrk, _dgemm = _load()
 
 
+def _f64(*arrays: np.ndarray) -> bool:
+    return all(a.dtype == np.float64 for a in arrays)
+
+
 def _ref(v: int) -> ctypes.c_int:
     return ctypes.c_int(v)
 
@@ -74,7 +78,7 @@ def syrk_upper(A: np.ndarray, C: np.ndarray) -> None:
     k, n = A.shape
     if k == 0:
         return
-    if _dsyrk is None or not (A.flags.c_contiguous and C.flags.f_contiguous):
+    if _dsyrk is None or not (A.flags.c_contiguous and C.flags.f_contiguous and _f64(A, C)):
         C += np.triu(A.T @ A)
         return
     ni, ki = _ref(n), _ref(k)
@@ -83,24 +87,26 @@ def syrk_upper(A: np.ndarray, C: np.ndarray) -> None:
            ctypes.byref(ni), ctypes.byref(_ONE), C.ctypes.data, ctypes.byref(ni))
 
 
-def gemm_tn(B: np.ndarray, A: np.ndarray, C: np.ndarray) -> None:
-    """``C += B' A``, in place, without holding the GIL.
+def gemm_tn(B: np.ndarray, A: np.ndarray, C: np.ndarray, alpha: float = 1.0) -> None:
+    """``C += alpha B' A``, in place, without holding the GIL.
 
     Parameters
     ----------
     B : C-contiguous float64 array of shape (k, t)
     A : C-contiguous float64 array of shape (k, n)
     C : Fortran-contiguous float64 array of shape (t, n)
+    alpha : float
     """
     k, t = B.shape
     n = A.shape[1]
     if k == 0:
         return
-    if _dgemm is None or not (B.flags.c_contiguous and A.flags.c_contiguous and C.flags.f_contiguous):
-        C += B.T @ A
+    if _dgemm is None or not (B.flags.c_contiguous and A.flags.c_contiguous and C.flags.f_contiguous and _f64(A, B, C)):
+        C += alpha * (B.T @ A)
         return
     ti, ni, ki = _ref(t), _ref(n), _ref(k)
+    a = ctypes.c_double(alpha)
     # Fortran views: B' is (t x k, ld t), A' is (n x k, ld n); C = B' (A')' : op(a) = B', op(b) = (A')'
-    _dgemm(_NOTRANS, _TRANS, ctypes.byref(ti), ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(_ONE),
+    _dgemm(_NOTRANS, _TRANS, ctypes.byref(ti), ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(a),
            B.ctypes.data, ctypes.byref(ti), A.ctypes.data, ctypes.byref(ni), ctypes.byref(_ONE), C.ctypes.data,
            ctypes.byref(ti))

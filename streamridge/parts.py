@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import blas
 
+from .blas_nogil import gemm_tn
 from .stats import FoldStats
 
 
@@ -55,7 +56,11 @@ def add_gram(out: np.ndarray, D: np.ndarray, alpha: float = 1.0) -> None:
     """``out += alpha D' D`` in place (one BLAS gemm with beta = 1; out of shape (N, N) or (N, T))."""
     if D.shape[0] == 0:
         return
-    r = blas.dgemm(alpha, D, D, beta=1.0, c=out.T, trans_a=1, overwrite_c=1)
+    if out.flags.c_contiguous:
+        Dc = np.ascontiguousarray(D)
+        gemm_tn(Dc, Dc, out.T, alpha)  # the GIL released: folds' forms are built on threads
+        return
+    r = blas.dgemm(alpha, D, D, beta=1.0, c=out.T, trans_a=1, overwrite_c=1)  # pragma: no cover
     if not np.shares_memory(r, out):  # pragma: no cover - out not contiguous: BLAS worked on a copy
         out[...] = r.T
 
