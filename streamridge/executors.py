@@ -159,8 +159,6 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
 
 
 def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done, name_error):  # type: ignore[no-untyped-def]
-    from distributed import wait
-
     client = sched.client
 
     def submit_merge(a: Any, b: Any) -> Any:
@@ -180,9 +178,10 @@ def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done,
                 pending[nxt] = client.submit(task, *args(nxt), pure=False, priority=-nxt)
                 nxt += 1
             fut = pending.pop(i)
-            wait([fut])
-            if fut.status == "error":
-                exc = fut.exception()
+            # waits through the future's own client (distributed.wait uses the default client: inside a
+            # user's `with Client(...)` block that other client polled these futures, ~0.5 s per partition)
+            exc = fut.exception()
+            if exc is not None:
                 raise _named(name_error, i, exc) from exc
             reducer.push(fut)
             on_done(i, snapshot)
