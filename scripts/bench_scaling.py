@@ -176,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = str(root / "data.zarr")
         write(path, "zarr-4mb", a.rows, a.features, "float32", 1)
+        src = open_source(path, chunk_rows=a.partition_rows)
+        accumulate(src, spec, scheduler="threads")  # warm-up
+        t0 = time.perf_counter()
+        accumulate(src, spec, scheduler="threads")
+        threads = time.perf_counter() - t0
+        print(f"threads (this process, {os.cpu_count()} threads): {threads:.2f} s ({src.n_rows() / threads:,.0f} rows/s)", flush=True)
         for W in a.workers:
             address, procs = start_cluster(root, W)
             try:
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             P = r["partitions"]
             print(
                 f"W={W} P={P}: wall {r['plain_wall_s']:.2f} s ({r['rows'] / r['plain_wall_s']:,.0f} rows/s; "
-                f"{r['wall_s']:.2f} s with the byte counters)  "
+                f"{r['wall_s']:.2f} s with the byte counters; / threads = {r['plain_wall_s'] / threads:.2f})  "
                 f"driver CPU {r['driver_cpu_s']:.3f} s ({1e3 * r['driver_cpu_s'] / P:.1f} ms/partition)  "
                 f"driver in {r['driver_in'] / 1e6:.2f} MB (one result = {r['result_bytes'] / 1e6:.2f} MB; "
                 f"rest {(r['driver_in'] - r['result_bytes']) / P / 1e3:.1f} kB/partition)  "
