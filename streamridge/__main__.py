@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from .cli import main
+if __name__ == "__main__":  # importing this module must not run the command line
+    from .cli import main
 
-raise SystemExit(main())
+    raise SystemExit(main())

@@ -53,10 +53,11 @@ def _distinct(a: Any) -> np.ndarray:
     starting a cluster for it would cost more than the read.
     """
     import dask.array as da
+    from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
 
     if not hasattr(a, "dask"):
         return np.unique(np.asarray(a))
-    return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler="threads")))
+    return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler=threads)))
 
 
 def _features_json(fmap: Any) -> dict[str, Any]:

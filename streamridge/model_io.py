@@ -47,7 +47,6 @@ from .errors import ModelFileError
 from .file_schema import check_model
 from .folds import FoldScheme
 from .report import estimator_summary
-from .scoring import score_summary
 from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
 from .stream import PassSpec
 
@@ -258,6 +257,8 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     best = getattr(estimator, "selection_best_step_", None)
     header["selection_best_step"] = None if best is None else int(best)
     header["nested_summary"] = json_safe(getattr(estimator, "nested_summary_", None))
+    from .scoring import score_summary  # the metric pass's modules (scipy): not for `streamridge info`
+
     header["score_summary"] = json_safe(score_summary(estimator))
     if header["stats_meta"] is UNSAFE:
         header["stats_meta"] = json_safe(meta, str)

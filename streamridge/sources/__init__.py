@@ -30,16 +30,41 @@ from ._common import (
     string_list,
     to_dask,
 )
-from ._hdf5 import HDF5_SUFFIXES, is_hdf5_node, open_hdf5, open_hdf5_node, write_hdf5
 from ._memory import DaskReader, MemoryContainer, NumpyReader, as_reader
 from ._npy import has_npy, open_npy
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import is_url, local_path, remote_options
-from ._zarr import ZarrContainer, is_zarr_node, open_zarr, write_zarr, zarr_node_location
 
 __all__ = ["ArrayReader", "RowGrid", "Source", "open_source", "write_hdf5", "write_zarr"]
 
 _ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+
+
+# zarr and h5py are imported by the backend that needs them: a pass over .npy files or arrays never pays for them
+_LAZY = {"write_zarr": "._zarr", "write_hdf5": "._hdf5"}
+
+
+def __getattr__(name: str) -> Any:
+    """``write_zarr`` and ``write_hdf5`` from their backend module, imported on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name], __name__), name)
+
+
+def _is_node(data: Any, package: str) -> bool:
+    """Whether ``data`` is an open zarr or h5py object (its package is then already imported)."""
+    if type(data).__module__.split(".")[0] != package:
+        return False
+    if package == "zarr":
+        from ._zarr import is_zarr_node
+
+        return is_zarr_node(data)
+    from ._hdf5 import is_hdf5_node
+
+    return is_hdf5_node(data)
 
 
 @dataclass
@@ -196,7 +221,7 @@ def open_source(
         return _reopen(data, chunk_rows=chunk_rows, memory_budget=memory_budget)
     names = {"X": x, "y": y, "groups": groups, "sample_weight": sample_weight}
     token: tuple[Any, ...] = ()
-    if isinstance(data, (str, os.PathLike)) or is_zarr_node(data) or is_hdf5_node(data):
+    if isinstance(data, (str, os.PathLike)) or _is_node(data, "zarr") or _is_node(data, "h5py"):
         container, location = _open_location(data, storage_options)
         if container.fixed_x is None:
             arrays = find_arrays(container, names, require_y=require_y)
@@ -228,10 +253,14 @@ def _in_memory(role: str, value: Any, *, require_y: bool) -> Any:
 
 
 def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[Container, str]:
-    if is_zarr_node(data):
+    if _is_node(data, "zarr"):
+        from ._zarr import ZarrContainer, zarr_node_location
+
         location = zarr_node_location(data)
         return ZarrContainer(data, f"zarr store {location}"), location
-    if is_hdf5_node(data):
+    if _is_node(data, "h5py"):
+        from ._hdf5 import open_hdf5_node
+
         container = open_hdf5_node(data)
         return container, container.location
     text = os.fspath(data)
@@ -239,12 +268,12 @@ def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[C
         options = remote_options(text, storage_options)
         suffix = text.rstrip("/").lower()
         if suffix.endswith(HDF5_SUFFIXES):
-            return open_hdf5(text, storage_options=options), text
+            return _open_hdf5(text, options), text
         if suffix.endswith(".npy"):
             raise SourceError(
                 f"cannot read .npy over a URL ({text}); copy it locally or convert it with write_zarr"
             )
-        return open_zarr(text, storage_options=options), text
+        return _open_zarr(text, options), text
     path = local_path(text)
     if not os.path.exists(path):
         raise SourceError(f"no such file or directory: {path}")
@@ -252,15 +281,27 @@ def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[C
         if path.rstrip("/").endswith(".zarr") or any(
             os.path.exists(os.path.join(path, m)) for m in _ZARR_MARKERS
         ):
-            return open_zarr(path, storage_options=None), path
+            return _open_zarr(path, None), path
         if has_npy(path):
             return open_npy(path), path
         raise SourceError(f"{path} is a directory but neither a zarr store nor a directory of .npy files")
     if path.lower().endswith(".npy"):
         return open_npy(path), path
     if path.lower().endswith(HDF5_SUFFIXES) or _is_hdf5_file(path):
-        return open_hdf5(path, storage_options=None), path
+        return _open_hdf5(path, None), path
     raise SourceError(f"cannot tell the format of {path}; use a zarr store, an .h5/.hdf5 file or .npy files")
+
+
+def _open_zarr(location: str, options: dict[str, Any] | None) -> Container:
+    from ._zarr import open_zarr
+
+    return open_zarr(location, storage_options=options)
+
+
+def _open_hdf5(location: str, options: dict[str, Any] | None) -> Container:
+    from ._hdf5 import open_hdf5
+
+    return open_hdf5(location, storage_options=options)
 
 
 def _is_hdf5_file(path: str) -> bool:

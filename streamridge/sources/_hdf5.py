@@ -14,8 +14,6 @@ from ._common import ROLES, atomic_path, default_chunk_rows
 from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
 
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
-
 
 def _open_file(location: str, storage_options: dict[str, Any] | None) -> h5py.File:
     if is_url(location):

@@ -1,0 +1,112 @@
+"""What each command imports (issue 8: the CLI's cost is its imports) and ``python -m streamridge``.
+
+Each case runs in a fresh interpreter and lists the heavy packages found in
+``sys.modules`` afterwards: a command must not pay for a package it does not use.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str, *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
+
+
+def _imported(code: str, modules: tuple[str, ...], *, cwd: Path) -> list[str]:
+    proc = _run(f"import sys\n{code}\nprint(sorted(m for m in {modules!r} if m in sys.modules))", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return eval(proc.stdout.strip().splitlines()[-1])  # a list of names printed by the child
+
+
+@pytest.fixture
+def npy_dir(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = X @ np.arange(1.0, 5.0) + 0.1 * rng.standard_normal(300)
+    d = tmp_path / "data"
+    d.mkdir()
+    for name, a in (("X", X), ("y", y), ("groups", np.repeat(np.arange(3), 100))):
+        np.save(d / f"{name}.npy", a)
+    return d
+
+
+def test_info_reads_the_header_without_scipy(tmp_path: Path) -> None:
+    """``info`` needs numpy for the .npz file, not the solvers or the metric pass (scipy)."""
+    rng = np.random.default_rng(0)
+    from streamridge import StreamRidgeCV
+    from streamridge.model_io import save_model
+
+    model = tmp_path / "m.npz"
+    save_model(StreamRidgeCV(cv=3).fit(rng.standard_normal((60, 3)), rng.standard_normal(60)), model)
+    code = f"from streamridge.cli import main\nassert main(['info', {str(model)!r}]) == 0"
+    assert _imported(code, ("scipy", "sklearn", "dask"), cwd=tmp_path) == []
+
+
+def test_fit_of_npy_files_imports_no_cluster_and_no_storage_backends(tmp_path: Path, npy_dir: Path) -> None:
+    """A threaded fit of .npy files imports neither distributed (dask resolves scheduler *names* by
+    importing it) nor zarr or h5py (the backends of other formats)."""
+    out = tmp_path / "m.npz"
+    code = (
+        "from streamridge.cli import main\n"
+        f"assert main(['fit', '--data', {str(npy_dir)!r}, '--groups', 'groups', '--leave-group-out', "
+        f"'--alphas', '0.1', '1', '10', '--out', {str(out)!r}, '--quiet']) == 0"
+    )
+    assert _imported(code, ("distributed", "zarr", "h5py"), cwd=tmp_path) == []
+    from streamridge import load_model
+
+    assert load_model(str(out)).coef_.shape == (4,)
+
+
+def test_zarr_and_hdf5_still_open_as_paths_and_objects(tmp_path: Path) -> None:
+    """The backends imported on first use: paths, open zarr groups and h5py files, and the writers."""
+    import h5py
+    import zarr
+
+    from streamridge.sources import open_source, write_hdf5, write_zarr
+
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((50, 3)), rng.standard_normal(50)
+    z = write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=20)
+    h = write_hdf5(tmp_path / "d.h5", X, y, chunk_rows=20)
+    for data in (z, h, zarr.open_group(z, mode="r")):
+        np.testing.assert_array_equal(open_source(data).X.compute(), X)
+    with h5py.File(h, "r") as f:
+        np.testing.assert_array_equal(open_source(f).y.compute(), y)
+
+
+def test_sources_unknown_attribute_is_an_attribute_error() -> None:
+    import streamridge.sources as sources
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = sources.nope
+
+
+def test_importing_main_module_does_not_run_the_cli(tmp_path: Path) -> None:
+    proc = _run("import streamridge.__main__", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamridge", "fit"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("streamridge: error: the following arguments are required")
