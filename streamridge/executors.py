@@ -203,7 +203,9 @@ def _result(node: Any) -> Any:
 def _materialize(a: Any) -> Any:
     if a is None:
         return None
-    return np.asarray(a.compute(scheduler="sync")) if hasattr(a, "compute") else np.asarray(a)
+    from dask.local import get_sync  # a callable: dask imports distributed to resolve the name "sync"
+
+    return np.asarray(a.compute(scheduler=get_sync)) if hasattr(a, "compute") else np.asarray(a)
 
 
 def materialize_all(blocks: Sequence[Any]) -> list[Any]:
@@ -216,7 +218,8 @@ def materialize_all(blocks: Sequence[Any]) -> list[Any]:
     lazy = [i for i, b in enumerate(blocks) if b is not None and hasattr(b, "compute")]
     if lazy:
         import dask
+        from dask.local import get_sync
 
-        for i, v in zip(lazy, dask.compute(*(blocks[i] for i in lazy), scheduler="sync")):
+        for i, v in zip(lazy, dask.compute(*(blocks[i] for i in lazy), scheduler=get_sync)):
             out[i] = v
     return [None if v is None else np.asarray(v) for v in out]

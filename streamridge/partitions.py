@@ -276,11 +276,12 @@ def _joint_blocks(readers: dict[str, Any], start: int, stop: int, read_rows: int
     simulation) then runs once per block, not once per array.
     """
     import dask
+    from dask.local import get_sync  # a callable: dask imports distributed to resolve the name "sync"
 
     for a, b in block_ranges(readers["X"], start, stop, read_rows):
         present = [role for role in ROLES if readers.get(role) is not None]
         views = [readers[r].array[a - readers[r].offset : b - readers[r].offset] for r in present]
-        values = dict(zip(present, dask.compute(*views, scheduler="sync")))
+        values = dict(zip(present, dask.compute(*views, scheduler=get_sync)))
         yield a, b, [None if values.get(r) is None else np.asarray(values[r]) for r in ROLES]
 
 

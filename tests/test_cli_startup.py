@@ -110,3 +110,23 @@ def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("streamridge: error: the following arguments are required")
+
+
+def test_local_passes_name_no_dask_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threaded pass gives dask its schedulers as callables: resolving a *name* ("sync",
+    "threads") makes dask import distributed (0.3-0.6 s) to look for a client first."""
+    import dask.array as da
+    import dask.base
+
+    from streamridge import StreamRidgeCV
+
+    calls: list[int] = []
+    monkeypatch.setattr(dask.base, "_distributed_available", lambda: calls.append(1) or False)
+    rng = np.random.default_rng(2)
+    X, y = rng.standard_normal((600, 4)), rng.standard_normal(600)
+    g = np.repeat(np.arange(3), 200)
+    dX, dy, dg = (da.from_array(a, chunks=200) for a in (X, y, g))
+    fitted = StreamRidgeCV(alphas=[0.1, 1.0], cv="groups").fit(dX, dy, groups=dg)
+    assert calls == []
+    reference = StreamRidgeCV(alphas=[0.1, 1.0], cv="groups").fit(X, y, groups=g)
+    np.testing.assert_allclose(fitted.coef_, reference.coef_, rtol=1e-12)

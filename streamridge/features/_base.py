@@ -228,10 +228,11 @@ def sample_rows(X: Any, n: int, seed: int) -> np.ndarray:
         idx = np.argsort(keys, kind="stable")[:n]
         return A[idx]
     import dask
+    from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
 
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
     parts = [dask.delayed(_block_sample)(b, int(s), n, seed) for b, s in zip(X.to_delayed().reshape(-1), starts)]
-    got = dask.compute(*parts, scheduler="threads")
+    got = dask.compute(*parts, scheduler=threads)
     keys = np.concatenate([k for k, _ in got])
     rows = np.concatenate([r for _, r in got], axis=0)
     idx = np.argsort(keys, kind="stable")[:n]

@@ -55,9 +55,10 @@ def series_runs(groups: Any, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
         pos = pos + int(starts[0]) if len(starts) else pos
     else:
         import dask
+        from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
 
         blocks = groups.reshape(-1).to_delayed().reshape(-1)
-        heads = dask.compute(*[dask.delayed(_heads)(b) for b in blocks], scheduler="threads")
+        heads = dask.compute(*[dask.delayed(_heads)(b) for b in blocks], scheduler=threads)
         pos, ids = merge_chunk_heads(list(heads), np.asarray(starts))
     check_contiguous(pos, ids)
     return pos, ids

@@ -85,7 +85,9 @@ class DaskReader(ArrayReader):
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Compute rows ``start .. stop - 1`` in the calling thread."""
-        return np.asarray(self.array[start - self.offset : stop - self.offset].compute(scheduler="sync"))
+        from dask.local import get_sync  # a callable: dask imports distributed to resolve the name "sync"
+
+        return np.asarray(self.array[start - self.offset : stop - self.offset].compute(scheduler=get_sync))
 
     def fingerprint(self) -> dict[str, Any]:
         """The dask graph's name (a token of its inputs), or a NumPy array's content hash."""
