@@ -13,11 +13,14 @@ Measured in one run on the same float64 data (the best of --repeats each):
   sklearn    ``sklearn.linear_model.RidgeCV(alphas)`` (efficient leave-one-out), timed once
   python     ``fit("data-dir")`` of the same rows written as .npy files
   cli        ``streamridge fit --data data-dir ...`` as a subprocess (interpreter start-up included)
+  fresh      the Python call in a fresh interpreter (``python -c "from streamridge import ...; fit(...)"``):
+             what the CLI costs at best, start-up and imports included
+  imports    ``python -c "import numpy, scipy.linalg, dask.array, sklearn.base"``: the packages any fit imports
   local:2    the fit with ``scheduler="local:2"`` (cluster start-up included, as a user sees it), of the
              arrays and of the .npy files, and of the files on an already running 2-process cluster
 
-and prints fit / (gram + solve) (goal <= 1.5), sklearn / fit (goal ~60), cli / python and
-local:2 / threads (goal <= 1.3).
+and prints fit / (gram + solve) (goal <= 1.5), sklearn / fit (goal ~60), cli / python, cli / fresh and
+local:2 / threads (goal <= 1.3).  ``--cli-only`` measures only python, cli, fresh and imports.
 """
 
 from __future__ import annotations
@@ -55,6 +58,41 @@ def data(rows: int, N: int, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.n
     return X, y, groups
 
 
+def cli_rows(X: np.ndarray, y: np.ndarray, g: np.ndarray, alphas: np.ndarray, repeats: int) -> dict[str, float]:
+    """The CLI against the Python call on the same .npy files, warm and in a fresh interpreter."""
+    r: dict[str, float] = {}
+    root = tempfile.mkdtemp(prefix="bench-inmemory-")
+    try:
+        for name, arr in (("X", X), ("y", y), ("groups", g)):
+            np.save(os.path.join(root, f"{name}.npy"), arr)
+        est = StreamRidgeCV(alphas=alphas, cv="groups")
+        est.fit(root, groups="groups")  # warm-up
+        r["python"] = best(lambda: StreamRidgeCV(alphas=alphas, cv="groups").fit(root, groups="groups"), repeats)
+        values = " ".join(map(str, alphas))
+        cmds = {
+            "cli": [sys.executable, "-m", "streamridge", "fit", "--data", root, "--groups", "groups",
+                    "--leave-group-out", "--alphas", *values.split(), "--out", os.path.join(root, "m.npz"),
+                    "--overwrite", "--quiet"],
+            "fresh": [sys.executable, "-c", "import numpy as np; from streamridge import StreamRidgeCV; "
+                      f"StreamRidgeCV(alphas=np.array({values.split()!r}, float), cv='groups')"
+                      f".fit({root!r}, groups='groups')"],
+            "imports": [sys.executable, "-c", "import numpy, scipy.linalg, dask.array, sklearn.base"],
+            "interpreter": [sys.executable, "-c", "pass"],
+        }
+        for name, cmd in cmds.items():
+            r[name] = best(lambda cmd=cmd: subprocess.run(cmd, check=True), repeats)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = "
+          f"{r['cli'] / r['python']:.2f}   (goal <= 1.3)")
+    print(f"fresh interpreter: python call {r['fresh']:.3f} s   cli / fresh = {r['cli'] / r['fresh']:.2f}   "
+          f"imports (numpy, scipy.linalg, dask.array, sklearn.base) {r['imports']:.3f} s   "
+          f"interpreter {r['interpreter']:.3f} s")
+    print(f"cli - python = {r['cli'] - r['python']:.3f} s, of which the imports floor {r['imports']:.3f} s")
+    print(f"load at end {os.getloadavg()[0]:.2f}")
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=100_000)
@@ -63,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alphas", type=int, default=60)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-sklearn", action="store_true")
+    p.add_argument("--cli-only", action="store_true", help="only the .npy files: python, cli, fresh, imports")
     a = p.parse_args(argv)
     X, y, g = data(a.rows, a.features, a.groups)
     alphas = np.logspace(-3, 3, a.alphas)
@@ -71,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     est = lambda **kw: StreamRidgeCV(alphas=alphas, cv="groups", **kw)  # noqa: E731
     model = est().fit(X, y, groups=g)  # warm-up (imports, thread pools)
     r: dict[str, float] = {}
+    if a.cli_only:
+        cli_rows(X, y, g, alphas, a.repeats)
+        return 0
     r["fit"] = best(lambda: est().fit(X, y, groups=g), a.repeats)
     r["gram"] = best(lambda: X.T @ X, a.repeats)
     r["solve"] = best(lambda: est().fit_stats(model.stats_), a.repeats)

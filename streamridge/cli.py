@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -99,6 +98,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 130
     except _USER_ERRORS as exc:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"{PROG}: error: {_message(exc)}", file=sys.stderr)
         return 2

@@ -6,8 +6,10 @@ Kept apart from :mod:`streamridge.cli` so that the map options stay in one place
 from __future__ import annotations
 
 import argparse
-import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import inspect
 
 FEATURES_EPILOG = """\
 A features file is JSON or TOML naming a map and its parameters, e.g.
@@ -76,6 +78,8 @@ def describe_maps() -> str:
 
 
 def _params(cls: type) -> dict[str, inspect.Parameter]:
+    import inspect  # only `streamridge features` lists parameters: not imported by the other commands
+
     return dict(inspect.signature(cls).parameters)
 
 
