@@ -80,7 +80,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """The command line behind :func:`main`."""
+    """The command line behind :func:`main`; a failed command's exit stays one line (see :func:`_quiet_exit`)."""
+    code = _run(argv)
+    if code != 0 and "--debug" not in (sys.argv[1:] if argv is None else list(argv)):
+        _quiet_exit()
+    return code
+
+
+def _quiet_exit() -> None:
+    """Silence asyncio's "Task was destroyed but it is pending!" at interpreter exit.
+
+    A read that failed (e.g. a corrupted stored chunk) can leave zarr's sibling
+    chunk reads pending on its event loop; their destruction at exit logged
+    three more lines after the one-line error.
+    """
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
+def _run(argv: Sequence[str] | None = None) -> int:
     _limit_malloc_arenas()
     parser = build_parser()
     try:

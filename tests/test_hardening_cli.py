@@ -155,3 +155,31 @@ sys.exit(0 if codes == [2, 2] else 1)
     assert len(lines) == 2 and all('pip install "streamridge[remote]"' in line for line in lines), lines
     assert lines[0].startswith("streamridge: error: reading http:// URLs needs optional packages")
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_failed_command_exit_stays_one_line_with_pending_reads(tmp_path):
+    """An asyncio task left pending (as zarr's sibling chunk reads are when one chunk is corrupted) adds
+    no "Task was destroyed but it is pending!" lines after the one-line error (seen flaky in
+    test_scale.py::test_corrupted_chunk_cli_one_line_no_files); --debug keeps them."""
+    script = tmp_path / "pending.py"
+    script.write_text(
+        "import asyncio, sys, threading, time\n"
+        "from streamridge import cli\n"
+        "loop = asyncio.new_event_loop()\n"
+        "threading.Thread(target=loop.run_forever, daemon=True).start()\n"
+        "async def never():\n"
+        "    await asyncio.sleep(3600)\n"
+        "loop.call_soon_threadsafe(lambda: asyncio.ensure_future(never(), loop=loop))\n"
+        "time.sleep(0.1)\n"
+        "rc = cli.main(['info', sys.argv[1]] + sys.argv[2:])\n"
+        "loop.call_soon_threadsafe(loop.stop)\n"
+        "time.sleep(0.1)\n"
+        "sys.exit(rc)\n"
+    )
+    missing = str(tmp_path / "missing.npz")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    quiet = subprocess.run([sys.executable, str(script), missing], capture_output=True, text=True, env=env, timeout=60)
+    assert quiet.returncode == 2
+    assert len(quiet.stderr.strip().splitlines()) == 1, quiet.stderr
+    debug = subprocess.run([sys.executable, str(script), missing, "--debug"], capture_output=True, text=True, env=env, timeout=60)
+    assert debug.returncode == 2 and "Task was destroyed" in debug.stderr
