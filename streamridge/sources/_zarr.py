@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import warnings
@@ -58,6 +59,77 @@ class ZarrReader(ArrayReader):
     def fingerprint(self) -> dict[str, Any]:
         """Size and modification time (or ETag) of every stored object of the array, hashed."""
         return {"objects": _listing_digest(self.array), "shape": list(self.shape)}
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start .. stop - 1``; exactly one stored chunk is returned as decoded, without a copy.
+
+        zarr's own read decodes every chunk into a buffer of its own and copies
+        it into the output array, so a read of one large chunk held its
+        compressed bytes, the decoded chunk and the output at once (3 chunk
+        sizes); this holds the compressed bytes and the decoded chunk, and the
+        compressed bytes only until they are decoded.
+        """
+        k = self._whole_chunk(start, stop)
+        if k is not None:
+            block = decode_chunk(self._handle_or_open(), k, stop - start)
+            if block is not None:
+                return block
+        return self[start:stop]
+
+    def _whole_chunk(self, start: int, stop: int) -> int | None:
+        """Index of the stored chunk whose rows are exactly ``[start, stop)``, or None."""
+        chunks = tuple(int(c) for c in self.array.chunks)
+        if getattr(self.array, "shards", None) or chunks[1:] != self.shape[1:] or stop <= start:
+            return None
+        step = chunks[0]
+        if start % step or stop != min(start + step, self.shape[0]):
+            return None
+        return start // step
+
+    def _handle_or_open(self) -> Any:
+        if self._handle is None:
+            with self._lock:
+                if self._handle is None:
+                    self._handle = self._open()
+        return self._handle
+
+
+def decode_chunk(array: Any, k: int, rows: int) -> np.ndarray | None:
+    """Stored chunk ``k`` along the rows of a zarr array, decoded by its own codecs (its first ``rows`` rows).
+
+    The decoded buffer is the result (read-only where the codec returns
+    bytes); None where the chunk is not stored (fill value) or this zarr
+    version lacks the internals used, so the caller falls back to a plain read.
+    """
+    try:
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        aa = array._async_array
+        meta, config = aa.metadata, aa.config
+        if meta.zarr_format == 2:
+            config = dataclasses.replace(config, order=meta.order)
+        coords = (k,) + (0,) * (len(array.shape) - 1)
+        spec = meta.get_chunk_spec(coords, config, prototype=default_buffer_prototype())
+        getter = aa.store_path / meta.encode_chunk_key(coords)
+        pipeline = aa.codec_pipeline
+    except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
+        return None
+
+    async def fetch_and_decode() -> Any:
+        raw = await getter.get(prototype=spec.prototype)
+        if raw is None:
+            return None
+        (decoded,) = await pipeline.decode([(raw, spec)])
+        return decoded
+
+    decoded = sync(fetch_and_decode())
+    if decoded is None:
+        return None
+    out = np.asarray(decoded.as_ndarray_like())
+    if out.dtype != np.dtype(array.dtype) or out.shape[1:] != tuple(array.shape[1:]):
+        return None
+    return out[:rows]
 
 
 def _sampled_digest(array: Any) -> str:
