@@ -349,3 +349,9 @@ def test_few_partitions_are_balanced(rows: int, chunk: int, n_expected: int | No
     assert len(plan) == n_expected, sizes
     assert max(sizes) - min(sizes) <= chunk, sizes
     assert plan.step % chunk == 0
+
+
+def test_partition_rows_asked_for_are_kept() -> None:
+    readers = {"X": _Declared((10_000, 10), 100), "y": None, "groups": None, "sample_weight": None}
+    plan = plan_pass(readers, 0, 10_000, n_cells=1, stats_bytes=10**4, memory_budget=2**30, partition_rows=2_450)
+    assert plan.step == 2_400 and len(plan) == 5
