@@ -70,7 +70,7 @@ def best(fn: Any, repeats: int) -> float:
 def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC) -> None:
     """(a): every stored chunk read and decoded by the pass machinery (the plan ``accumulate`` makes for ``spec``), no statistics."""
     from streamridge.executors import reduce_partitions
-    from streamridge.partitions import plan_pass, run_partition
+    from streamridge.partitions import plan_pass, run_partition, task_plan
     from streamridge.scheduling import open_scheduler
     from streamridge.stream import _stats_bytes, default_memory_budget
 
@@ -82,7 +82,9 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC) -> N
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
         total = reduce_partitions(
-            run_partition, lambda i: (readers, *plan.rows(i), plan, kernel, plan.rows(i)[0]), len(plan),
+            run_partition,
+            lambda i: (readers, *plan.rows(i), task_plan(plan, i, 0, len(plan), sched.n_workers), kernel, plan.rows(i)[0]),
+            len(plan),
             kernel.merge, sched, window=args.window,
         )
     assert total == hi - lo

@@ -20,6 +20,7 @@ declaring 1e12 rows costs nothing to plan.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .errors import InputError
 ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
+PREFETCH_BYTES = 128 * 2**20  # two read blocks (decoded) up to this size: the next is read while one is used
 SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
 ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell: a partition's fixed cost
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
@@ -57,6 +59,7 @@ class Plan:
     bounds: tuple[int, ...] | None
     read_rows: int
     sub_rows: int
+    prefetch: bool = False
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -124,6 +127,8 @@ def plan_pass(
             f"{_mb(need + 2**20)} or use fewer features, folds or classes"
         )
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
+    block = read_rows * N * np.dtype(X.dtype).itemsize  # decoded bytes of one read block
+    prefetch = bool(getattr(X, "overlap_reads", False)) and 2 * block <= min(PREFETCH_BYTES, (memory_budget - need) // 4)
     grids = {role: r.grid() for role, r in readers.items() if r is not None}
     target = partition_rows or max(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
@@ -132,9 +137,21 @@ def plan_pass(
         common, step = _regular_step(grids, target)
         if partition_rows is None:  # sizes asked for are kept
             step = _balanced_step(lo, hi, common, step, N * np.dtype(X.dtype).itemsize)
-        return Plan(lo, hi, step, None, read_rows, sub_rows)
+        return Plan(lo, hi, step, None, read_rows, sub_rows, prefetch)
     bounds = _irregular_bounds(grids, lo, hi, target)
-    return Plan(lo, hi, 1, bounds, read_rows, sub_rows)
+    return Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch)
+
+
+def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
+    """The plan partition ``i`` of ``first .. n - 1`` runs with: prefetching only where a core would idle.
+
+    Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
+    idle workers, so their reads may overlap their statistics (a read thread
+    per task); elsewhere every core already computes and a read thread only
+    competes.  The statistics do not depend on it.
+    """
+    alone = i >= n - (n - first) % max(1, n_workers)
+    return dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
 
 
 def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
@@ -259,10 +276,30 @@ def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
         pos = end
 
 
-def read_blocks(X: Any, start: int, stop: int, read_rows: int) -> Any:
-    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units."""
-    for a, b in block_ranges(X, start, stop, read_rows):
-        yield a, b, X.read(a, b)
+def read_blocks(X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False) -> Any:
+    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units.
+
+    With ``prefetch`` the next block is read (and decoded) by a thread of
+    this task while the caller works on the current one: two read blocks in
+    memory instead of one, and the read overlaps the statistics when a core
+    is free (a partition running alone, or the last ones of a pass).
+    """
+    ranges = block_ranges(X, start, stop, read_rows)
+    if not prefetch:
+        for a, b in ranges:
+            yield a, b, X.read(a, b)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="streamridge-read") as pool:
+        nxt = next(ranges, None)
+        fut = None if nxt is None else pool.submit(X.read, *nxt)
+        while fut is not None and nxt is not None:
+            (a, b), block = nxt, fut.result()
+            nxt = next(ranges, None)
+            fut = None if nxt is None else pool.submit(X.read, *nxt)
+            yield a, b, block
+            del block
 
 
 def _all_dask(readers: dict[str, Any]) -> bool:
@@ -308,7 +345,7 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
                 kernel.add(acc, block[sl], *(None if v is None else v[sl] for v in (y, g, w)), row_start + (s - start))
         return kernel.finish(acc)
     cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
-    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows):
+    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
         for s in range(a, b, plan.sub_rows):
             e = min(b, s + plan.sub_rows)
             y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())

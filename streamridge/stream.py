@@ -340,7 +340,7 @@ def accumulate(
         )
     from .checkpoint import Checkpointer, fingerprint
     from .executors import reduce_partitions
-    from .partitions import plan_pass, run_partition
+    from .partitions import plan_pass, run_partition, task_plan
     from .scheduling import describe, open_scheduler
 
     readers, lo = _readers_of(source)
@@ -366,9 +366,11 @@ def accumulate(
     n = len(plan)
     bar = _progress_bar(progress, hi - lo, initial=plan.rows(done)[0] - lo if done < n else hi - lo)
 
+    workers = [1]  # set when the scheduler is open
+
     def args(i: int) -> tuple[Any, ...]:
         a, b = plan.rows(i)
-        return _windowed(readers, a, b), a, b, plan, kernel, row_offset + (a - lo)
+        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0]), kernel, row_offset + (a - lo)
 
     def on_done(i: int, snapshot: Any) -> None:
         a, b = plan.rows(i)
@@ -383,6 +385,7 @@ def accumulate(
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
+            workers[0] = sched.n_workers
             total = reduce_partitions(
                 run_partition, args, n, kernel.merge, sched, first=done, stack=stack, window=window,
                 on_done=on_done, name_error=name_error,

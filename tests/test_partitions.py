@@ -10,6 +10,7 @@ sharded Zarr v3.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 import warnings
 from pathlib import Path
@@ -22,7 +23,7 @@ from zarr.storage import LocalStore, WrapperStore
 
 from streamridge.errors import InputError
 from streamridge.folds import FoldScheme
-from streamridge.partitions import LargeChunkWarning, Plan, plan_pass
+from streamridge.partitions import LargeChunkWarning, Plan, plan_pass, read_blocks, task_plan
 from streamridge.sources import open_source
 from streamridge.sources._protocol import ArrayReader, RowGrid
 from streamridge.stream import PassReport, PassSpec, accumulate, chunk_task
@@ -355,3 +356,61 @@ def test_partition_rows_asked_for_are_kept() -> None:
     readers = {"X": _Declared((10_000, 10), 100), "y": None, "groups": None, "sample_weight": None}
     plan = plan_pass(readers, 0, 10_000, n_cells=1, stats_bytes=10**4, memory_budget=2**30, partition_rows=2_450)
     assert plan.step == 2_400 and len(plan) == 5
+
+
+def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
+    plan = Plan(0, 100, 10, None, 5, 5, prefetch=True)
+    ahead = [
+        [i for i in range(first, n) if task_plan(plan, i, first, n, w).prefetch]
+        for first, n, w in [(0, 5, 2), (0, 4, 2), (0, 1, 2), (0, 7, 4), (2, 5, 2), (0, 5, 1)]
+    ]
+    assert ahead == [[4], [], [0], [4, 5, 6], [4], []]
+    assert not task_plan(dataclasses.replace(plan, prefetch=False), 0, 0, 1, 2).prefetch
+
+
+class _Counted(ArrayReader):
+    """An in-memory reader counting reads, failing on the read that starts at ``fail_at``."""
+
+    def __init__(self, data: np.ndarray, step: int, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.data, self.step, self.fail_at = data, step, fail_at
+        self.shape, self.dtype = data.shape, data.dtype
+        self.reads: list[tuple[int, int]] = []
+
+    def grid(self) -> RowGrid:
+        return RowGrid(self.shape[0], step=self.step)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        if start == self.fail_at:
+            raise OSError(f"chunk at row {start} is truncated")
+        self.reads.append((start, stop))
+        return self.data[start:stop].copy()
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_read_ahead_reads_the_same_blocks_once(prefetch: bool) -> None:
+    data = np.arange(1000 * 3, dtype=np.float64).reshape(1000, 3)
+    reader = _Counted(data, 70)
+    got = [(a, b, blk) for a, b, blk in read_blocks(reader, 140, 1000, 200, prefetch=prefetch)]
+    assert [(a, b) for a, b, _ in got] == sorted(set(reader.reads)) == sorted(reader.reads)
+    assert got[0][:2] == (140, 280) and got[-1][1] == 1000
+    np.testing.assert_array_equal(np.concatenate([blk for *_, blk in got]), data[140:])
+    failing = _Counted(data, 70, fail_at=420)
+    with pytest.raises(OSError, match="row 420 is truncated"):
+        for _ in read_blocks(failing, 0, 1000, 140, prefetch=prefetch):
+            pass
+
+
+def test_read_ahead_leaves_the_statistics_bit_identical(tmp_path: Path) -> None:
+    """A lone partition on 2 threads reads ahead; the sync scheduler does not: same bits."""
+    data = _write(tmp_path / "s.zarr", np.random.default_rng(5), LAYOUTS["same chunks"])
+    src = open_source(str(tmp_path / "s.zarr"), groups="groups", sample_weight="sample_weight")
+    readers, _ = src.pass_readers()
+    spec = PassSpec(FoldScheme("group", 3), None, 1)
+    plan = plan_pass(readers, 0, M, n_cells=3, stats_bytes=10**5, memory_budget=2**30)
+    assert len(plan) == 1 and plan.prefetch and task_plan(plan, 0, 0, 1, 2).prefetch
+    ahead = accumulate(src, spec, scheduler="threads")
+    plain = accumulate(src, spec, scheduler="sync")
+    for name in ("count", "weight", "mean_x", "sxx", "sxy", "syy"):
+        np.testing.assert_array_equal(getattr(ahead, name), getattr(plain, name))
+    assert_stats_close(ahead, _reference(data), rtol=1e-9)

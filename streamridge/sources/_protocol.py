@@ -99,6 +99,7 @@ class ArrayReader:
 
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
+    overlap_reads = False  # reads decode outside the GIL: a partition running alone may read ahead
 
     def __init__(self) -> None:
         self._handle: Any = None

@@ -29,6 +29,8 @@ class ZarrReader(ArrayReader):
     array : zarr.Array
     """
 
+    overlap_reads = True  # zarr decodes in its own threads, without the GIL: worth reading ahead
+
     def __init__(self, array: Any) -> None:
         super().__init__()
         self.array = array
