@@ -17,7 +17,10 @@ with default settings:
   (c) pass   ``accumulate`` over the stored data (measured first);
 
 and prints c / (a + b) (goal <= 1.15) and the child's peak RSS after (c).  Timings are
-the best of --repeats; on a shared machine compare ratios, not seconds.
+the best of --repeats; on a shared machine compare ratios, not seconds.  The CPU time
+ratio (process CPU, all threads, best of --repeats) says whether the pass does more work
+than reading plus statistics; it moves little with the machine's load, where wall-clock
+ratios of sub-second cells move by +-30 % at a load of 3-4 on 2 cores.
 """
 
 from __future__ import annotations
@@ -106,23 +109,28 @@ def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, An
     T = 1 if classes is None or n_classes == 2 else n_classes
     spec = PassSpec(FoldScheme("hash", folds), classes, T)
 
-    def best(fn: Any) -> float:
-        ts = []
+    cpu: dict[str, float] = {}
+
+    def best(fn: Any, key: str) -> float:
+        ts, cs = [], []
         for _ in range(repeats):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn()
             ts.append(time.perf_counter() - t)
+            cs.append(time.process_time() - c)
+        cpu[key] = min(cs)
         return min(ts)
 
     args = argparse.Namespace(scheduler="threads", window=None, features=src.n_features())
     accumulate(open_source(np.zeros((1000, src.n_features())), y=np.zeros(1000)), PassSpec(FoldScheme("hash", folds), None, 1))  # warm-up
     report = PassReport()
-    out: dict[str, Any] = {"c": best(lambda: accumulate(src, spec, report=report))}
+    out: dict[str, Any] = {"c": best(lambda: accumulate(src, spec, report=report), "c")}
     out["peak_rss_mb"] = _peak_rss_mb()  # the pass only, so far
     out["partitions"] = report.extra["partitions"]
-    out["a"] = best(lambda: bench_stream.read_only(src, args, spec))
+    out["a"] = best(lambda: bench_stream.read_only(src, args, spec), "a")
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
-    out["b"] = best(lambda: accumulate(mem, spec))
+    out["b"] = best(lambda: accumulate(mem, spec), "b")
+    out["cpu"] = cpu
     return out
 
 
@@ -176,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(
                             f"{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} partitions={r['partitions']:<4d} "
                             f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
-                            f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB",
+                            f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB  "
+                            f"CPU c/(a+b) = {r['cpu']['c'] / (r['cpu']['a'] + r['cpu']['b']):.2f}",
                             flush=True,
                         )
                         shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
