@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any
 
 import dask.array as da
@@ -75,6 +76,76 @@ class HDF5Reader(ArrayReader):
         if h5py.check_string_dtype(dataset.dtype) is not None:
             return dataset.asstr()
         return dataset
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start .. stop - 1``; one large gzip chunk is inflated piece by piece into the result.
+
+        HDF5 inflates a chunk into a buffer of its own and copies it into the
+        output (two chunk sizes at the peak); a whole stored chunk of at least
+        ``INFLATE_BYTES`` of a local file is read from its file offset and
+        inflated straight into the result (one chunk size and a few MB).
+        """
+        where = self._gzip_chunk(start, stop)
+        if where is not None:
+            offset, size, shape = where
+            out = np.empty(shape, dtype=self.dtype)
+            inflate_into(self.location, offset, size, out)
+            return out[: stop - start]
+        return self[start:stop]
+
+    def _gzip_chunk(self, start: int, stop: int) -> tuple[int, int, tuple[int, ...]] | None:
+        """File offset, stored size and shape of the gzip-only chunk holding exactly rows ``[start, stop)``."""
+        step = self.native_rows
+        if is_url(self.location) or step <= 1 or start % step or stop != min(start + step, self.shape[0]):
+            return None
+        if step * int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize < INFLATE_BYTES:
+            return None
+        ds = self.handle()
+        if not isinstance(ds, h5py.Dataset) or ds.chunks is None or tuple(ds.chunks[1:]) != tuple(ds.shape[1:]):
+            return None
+        if ds.compression != "gzip" or ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None:
+            return None
+        if len(ds._filters) != 1 or ds.dtype != self.dtype or not ds.dtype.isnative:
+            return None
+        info = ds.id.get_chunk_info_by_coord((start,) + (0,) * (len(self.shape) - 1))
+        if info.byte_offset is None or info.filter_mask:
+            return None
+        return int(info.byte_offset), int(info.size), tuple(int(c) for c in ds.chunks)
+
+
+INFLATE_BYTES = 16 * 2**20  # whole gzip chunks at least this large are inflated into the result
+_PIECE = 4 * 2**20  # bytes read from the file, and inflated, per step
+
+
+def inflate_into(path: str, offset: int, size: int, out: np.ndarray) -> None:
+    """Inflate the zlib stream of ``size`` bytes at ``offset`` of file ``path`` into ``out`` (C-contiguous).
+
+    Raises
+    ------
+    OSError
+        If the stream is truncated, corrupted, or does not fill ``out`` exactly.
+    """
+    flat = out.reshape(-1).view(np.uint8)
+    z, pos, left = zlib.decompressobj(), 0, size
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            while left > 0 and not z.eof:
+                data = fh.read(min(_PIECE, left))
+                if not data:
+                    break
+                left -= len(data)
+                while data:
+                    piece = z.decompress(data, _PIECE)
+                    if pos + len(piece) > flat.size:
+                        raise OSError(f"a gzip chunk at byte {offset} of {path} inflates to more than {flat.size} bytes")
+                    flat[pos : pos + len(piece)] = np.frombuffer(piece, np.uint8)
+                    pos += len(piece)
+                    data = z.unconsumed_tail
+    except zlib.error as exc:
+        raise OSError(f"the gzip chunk at byte {offset} of {path} is corrupted: {exc}") from exc
+    if not z.eof or pos != flat.size:
+        raise OSError(f"the gzip chunk at byte {offset} of {path} is truncated ({pos} of {flat.size} bytes)")
 
 
 def _read_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:

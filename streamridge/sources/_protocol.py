@@ -125,12 +125,16 @@ class ArrayReader:
         """Rows ``start .. stop - 1`` as a NumPy array (one read; each stored chunk decoded once)."""
         return self[start:stop]
 
-    def __getitem__(self, key: Any) -> np.ndarray:
+    def handle(self) -> Any:
+        """The open storage object (opened on first use, once per process)."""
         if self._handle is None:
             with self._lock:
                 if self._handle is None:
                     self._handle = self._open()
-        return np.asarray(self._handle[key])
+        return self._handle
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return np.asarray(self.handle()[key])
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

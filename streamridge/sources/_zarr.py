@@ -73,7 +73,7 @@ class ZarrReader(ArrayReader):
         """
         k = self._whole_chunk(start, stop)
         if k is not None:
-            block = decode_chunk(self._handle_or_open(), k, stop - start)
+            block = decode_chunk(self.handle(), k, stop - start)
             if block is not None:
                 return block
         return self[start:stop]
@@ -87,13 +87,6 @@ class ZarrReader(ArrayReader):
         if start % step or stop != min(start + step, self.shape[0]):
             return None
         return start // step
-
-    def _handle_or_open(self) -> Any:
-        if self._handle is None:
-            with self._lock:
-                if self._handle is None:
-                    self._handle = self._open()
-        return self._handle
 
 
 def decode_chunk(array: Any, k: int, rows: int) -> np.ndarray | None:
