@@ -7,6 +7,13 @@ sample_weight in its rows exactly once, in read blocks of whole stored chunks
 larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
 one read block of X, one stored chunk of each 1-D array, one sub-block and the
 partition's statistics, whatever the number of rows or the partition size.
+A partition of the last, incomplete wave of tasks (beside an idle core) reads
+its next block while the statistics of the current one run, when both blocks
+fit ``PREFETCH_BYTES`` and the reader decodes outside the GIL (zarr).
+
+By default the rows are cut into ``rows / target`` partitions (rounded to the
+nearest count) of equal size up to a stored chunk: no small remainder
+partition pays a whole partition's fixed cost on a worker of its own.
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -51,6 +58,8 @@ class Plan:
 
     Regular plans have boundaries ``lo``, the multiples of ``step`` inside
     ``(lo, hi)``, and ``hi``; irregular plans list their boundaries.
+    ``prefetch``: a task may read its next block while it uses one (see
+    :func:`task_plan`).
     """
 
     lo: int
