@@ -105,8 +105,8 @@ class HDF5Reader(ArrayReader):
             return None
         if ds.compression != "gzip" or ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None:
             return None
-        if len(ds._filters) != 1 or ds.dtype != self.dtype or not ds.dtype.isnative:
-            return None
+        if ds.id.get_create_plist().get_nfilters() != 1 or ds.dtype != self.dtype or not ds.dtype.isnative or ds.file.driver != "sec2":
+            return None  # offsets are plain file offsets only with the default driver
         info = ds.id.get_chunk_info_by_coord((start,) + (0,) * (len(self.shape) - 1))
         if info.byte_offset is None or info.filter_mask:
             return None
