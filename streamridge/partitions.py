@@ -11,10 +11,6 @@ A partition of the last, incomplete wave of tasks (beside an idle core) reads
 its next block while the statistics of the current one run, when both blocks
 fit ``PREFETCH_BYTES`` and the reader decodes outside the GIL (zarr).
 
-By default the rows are cut into ``rows / target`` partitions (rounded to the
-nearest count) of equal size up to a stored chunk: no small remainder
-partition pays a whole partition's fixed cost on a worker of its own.
-
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
 decoded by two partitions either; only when the arrays' chunkings have no
