@@ -141,8 +141,11 @@ def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
     """The map over all rows without statistics: the ESN as the pass runs it (series in groups of LANE_GROUP,
     each group in lockstep), other maps chunk by chunk."""
     if isinstance(fmap, EchoStateNetwork):
+        buf = np.empty((0, fmap.n_features_out_))  # one output buffer reused, as a lane group reuses it per round
         for group in _series_groups(g):
-            fmap.apply_chunks([(u[a:b], a, g[a:b], fmap.init_state()) for a, b in group])
+            rows = sum(b - a for a, b in group)
+            buf = buf if buf.shape[0] >= rows else np.empty((rows, fmap.n_features_out_))
+            fmap.apply_chunks([(u[a:b], a, g[a:b], fmap.init_state()) for a, b in group], out=buf)
         return
     state = fmap.init_state()
     for a in range(0, len(u), chunk_rows):

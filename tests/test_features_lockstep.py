@@ -76,3 +76,20 @@ def test_apply_chunks_equals_apply_chunk_per_item(rng, monkeypatch):
         np.testing.assert_allclose(F, F1, rtol=0, atol=1e-12)
         assert state[:2] == state1[:2]
         np.testing.assert_allclose(state[2], state1[2], rtol=0, atol=1e-12)
+
+
+def test_apply_chunks_writes_into_the_given_buffer(rng):
+    """``out=`` (as the pass reuses one buffer round after round): the features are views of it, equal to a fresh
+    call; a buffer that does not fit is ignored."""
+    esn = EchoStateNetwork(8, seed=2).fit(rng.standard_normal((10, 2)))
+    items = [(rng.standard_normal((m, 2)), 0, np.full(m, j), esn.init_state()) for j, m in enumerate([30, 5, 12])]
+    fresh = esn.apply_chunks(items)
+    buf = np.full((60, 8), np.nan)
+    for (F, _), (F0, _) in zip(esn.apply_chunks(items, out=buf), fresh):
+        assert np.shares_memory(F, buf)
+        np.testing.assert_array_equal(F, F0)
+    assert np.isnan(buf[47:]).all()
+    for small in (np.empty((46, 8)), np.empty((60, 9)), np.empty((60, 8), dtype=np.float32)):
+        for (F, _), (F0, _) in zip(esn.apply_chunks(items, out=small), fresh):
+            assert not np.shares_memory(F, small)
+            np.testing.assert_array_equal(F, F0)

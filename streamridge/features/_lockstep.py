@@ -1,24 +1,25 @@
 """The reservoir's step loop: independent series in lockstep, one GEMM per time step.
 
 Used by :class:`~streamridge.features.EchoStateNetwork`.  The series of one call are
-sorted by length (longest first) and their rows *packed by step*: step ``t`` of the
-``k_t`` series still running occupies ``k_t`` consecutive rows, series in sorted
-order, so the states of a step are one contiguous ``(k_t, units)`` block and the
-first ``k_{t+1}`` rows of it are the previous states of the next step.  The rows are
-processed in blocks of whole steps held in a small buffer (reused, so it stays in
-cache and is never first-touched twice): per block one GEMM computes the input term
-``W_in u + b`` of all its rows, then per step one GEMM ``X[:k] @ W'`` is added in
-place and ``tanh`` applied in place, and at the end of the block one gather writes
-its rows to the output in row order.
+sorted by length (longest first), so the ``k`` series still running at a step are
+the first ``k``.  The steps are processed in blocks over which ``k`` does not change,
+each held in a small buffer of shape ``(steps, k, units)`` (two buffers, reused, so
+they stay in cache and are never first-touched again): per block one GEMM computes
+the input terms ``W_in u + b`` of all its rows, then per step one GEMM ``X @ W'`` of
+the ``(k, units)`` states is added in place and ``tanh`` applied in place, and at
+the end of the block every series' rows are copied to the output (one contiguous
+slice per series).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: bytes of one block of packed rows (two such buffers alternate: the last states of one
-#: block are the previous states of the next)
+#: bytes of one block buffer (two alternate: the last states of one block are the previous states of the next)
 BLOCK_BYTES = 1 << 20
+
+#: blocks of fewer steps are written to the output by one fancy-index assignment instead of a slice per series
+MIN_SLICE_STEPS = 4
 
 
 def run_series(
@@ -60,68 +61,55 @@ def run_series(
     ends = np.asarray(ends, dtype=np.int64)
     order = np.argsort(pos - ends, kind="stable")  # longest first
     starts, lengths = pos[order], (ends - pos)[order]
-    alive = _alive_per_step(lengths)
-    offs = np.concatenate([[0], np.cumsum(alive)]).astype(np.int64)
-    src = _packed_rows(offs, starts)
     X = np.array(X0, dtype=np.float64)[order]
     units = out.shape[1]
-    rows = max(int(alive[0]), BLOCK_BYTES // (8 * max(1, units)))
-    buffers = (np.empty((rows, units)), np.empty((rows, units)))
-    tmp = np.empty((int(alive[0]), units))
-    k_list, off_list = alive.tolist(), offs.tolist()
-    t0, b = 0, 0
-    while t0 < len(k_list):
-        t1 = max(t0 + 1, int(np.searchsorted(offs, offs[t0] + rows, side="right")) - 1)
-        r0, r1 = off_list[t0], off_list[t1]
-        Z = buffers[b % 2][: r1 - r0]
-        np.matmul(inputs[src[r0:r1]], weights[0].T, out=Z)
+    size = max(len(order), BLOCK_BYTES // (8 * max(1, units)))
+    buffers = (np.empty(size * units), np.empty(size * units))
+    tmp = np.empty((len(order), units))
+    for b, (t0, t1, k) in enumerate(_blocks(lengths, size)):
+        Z = buffers[b % 2][: (t1 - t0) * k * units].reshape(t1 - t0, k, units)
+        rows = starts[None, :k] + np.arange(t0, t1)[:, None]  # rows[i, s]: step t0 + i of series s
+        np.matmul(inputs[rows.reshape(-1)], weights[0].T, out=Z.reshape(-1, units))
         Z += weights[1]
-        X = _steps(Z, X, weights[2], a, k_list[t0:t1], off_list[t0:t1], r0, tmp)
-        out[src[r0:r1]] = Z
-        t0, b = t1, b + 1
+        X = _steps(Z, X[:k], weights[2], a, tmp[:k])
+        if t1 - t0 >= MIN_SLICE_STEPS:
+            for j, r in enumerate(starts[:k].tolist()):
+                out[r + t0 : r + t1] = Z[:, j]
+        else:
+            out[rows.reshape(-1)] = Z.reshape(-1, units)
     return out[ends - 1].copy()
 
 
-def _alive_per_step(lengths: np.ndarray) -> np.ndarray:
-    """Number of series still running at every step (``lengths`` sorted decreasing)."""
-    steps = np.arange(int(lengths[0]))
-    return len(lengths) - np.searchsorted(lengths[::-1], steps, side="right")
+def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
+    """``(first step, stop step, series running)`` of every block: the number running is constant within a block,
+    and a block holds at most ``size`` rows (at least one step).  ``lengths`` sorted decreasing."""
+    out = []
+    stops = np.unique(lengths)  # the steps at which series end
+    t0 = 0
+    for stop in stops.tolist():
+        if stop <= t0:
+            continue
+        k = int(np.count_nonzero(lengths >= stop))
+        step = max(1, size // k)
+        out.extend((t, min(t + step, stop), k) for t in range(t0, stop, step))
+        t0 = stop
+    return out
 
 
-def _packed_rows(offs: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Row of ``inputs``/``out`` of every packed row: packed row ``offs[t] + s`` is step ``t`` of series ``s``."""
-    r = np.arange(int(offs[-1]), dtype=np.int64)
-    t = np.searchsorted(offs, r, side="right") - 1
-    return starts[r - offs[t]] + t
-
-
-def _steps(
-    Z: np.ndarray,
-    X: np.ndarray,
-    WT: np.ndarray,
-    a: float,
-    ks: list[int],
-    offs: list[int],
-    r0: int,
-    tmp: np.ndarray,
-) -> np.ndarray:
-    """Run the steps of one block in place: ``Z`` holds their input terms on entry and their states on return.
-
-    ``X`` is the state of the step before the block (its first ``ks[0]`` rows are the
-    series running); returns the block's last states (a view of ``Z``).
-    """
-    for k, o in zip(ks, offs):
-        C = Z[o - r0 : o - r0 + k]
-        prev = X if X.shape[0] == k else X[:k]
-        if k == 1:
-            np.dot(prev[0], WT, out=tmp[0])
+def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, tmp: np.ndarray) -> np.ndarray:
+    """Run the steps of one block in place: ``Z`` (steps, k, units) holds their input terms on entry and
+    their states on return; ``X`` (k, units) is the state before the block.  Returns the last state (a view of ``Z``)."""
+    single = X.shape[0] == 1
+    for C in Z:
+        if single:
+            np.dot(X[0], WT, out=tmp[0])
         else:
-            np.dot(prev, WT, out=tmp[:k])
-        np.add(C, tmp[:k], out=C)
+            np.dot(X, WT, out=tmp)
+        np.add(C, tmp, out=C)
         np.tanh(C, out=C)
         if a != 1.0:
             np.multiply(C, a, out=C)
-            np.multiply(prev, 1.0 - a, out=tmp[:k])
-            np.add(C, tmp[:k], out=C)
+            np.multiply(X, 1.0 - a, out=tmp)
+            np.add(C, tmp, out=C)
         X = C
     return X

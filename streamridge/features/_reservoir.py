@@ -99,7 +99,9 @@ class EchoStateNetwork(FeatureMap):
         """See :meth:`FeatureMap.apply_chunk`; the state is ``(series, t, x)``."""
         return self.apply_chunks([(X, row_start, groups, state)])[0]
 
-    def apply_chunks(self, items: list[tuple[np.ndarray, int, Any, Any]]) -> list[tuple[np.ndarray, Any]]:
+    def apply_chunks(
+        self, items: list[tuple[np.ndarray, int, Any, Any]], *, out: np.ndarray | None = None
+    ) -> list[tuple[np.ndarray, Any]]:
         """See :meth:`FeatureMap.apply_chunks`: every series of every item in lockstep, one GEMM per step."""
         n = int(self.n_units)
         sizes = [int(np.shape(X)[0]) for X, *_ in items]
@@ -123,7 +125,7 @@ class EchoStateNetwork(FeatureMap):
             last.append(sum(len(q) for q in pos) - 1)  # the chunk's last series
             steps = int(m - p[-1])
             t_end.append((ids[-1], (t if cont and len(p) == 1 else 0) + steps))
-        F = np.empty((int(offsets[-1]), n))
+        F = _output(out, int(offsets[-1]), n)
         if pos:
             inputs = np.concatenate([np.asarray(X, dtype=np.float64) for X, *_ in items], axis=0)
             weights = (self.w_in_, self.bias_, np.ascontiguousarray(self.w_res_.T))
@@ -147,3 +149,11 @@ class EchoStateNetwork(FeatureMap):
             t0 = t if (p == 0 and series is not NO_SERIES and gid == series) else 0
             keep[p : min(e, p + max(0, w - t0))] = False
         return keep
+
+
+def _output(out: np.ndarray | None, rows: int, n: int) -> np.ndarray:
+    """The first ``rows`` rows of ``out`` when it fits, else a new array."""
+    fits = out is not None and out.dtype == np.float64 and out.ndim == 2 and out.shape[0] >= rows and out.shape[1] == n
+    if fits and out is not None and out.flags.c_contiguous:
+        return out[:rows]
+    return np.empty((rows, n))

@@ -260,6 +260,7 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
     lanes = group.lanes
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
     results: list[Any] = [None] * len(lanes)
+    buf = np.empty((0, fmap.n_features_out_))  # the features of a round, reused by the next one
     for r in range(max(len(lane.blocks) for lane in lanes)):
         items, rest = [], []
         for j, lane in enumerate(lanes):
@@ -269,8 +270,11 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
                 X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
                 items.append((X, start, g, states[j]))
                 rest.append((j, y, w, bad, keep))
+        rows = sum(item[0].shape[0] for item in items)
+        if buf.shape[0] < rows:
+            buf = np.empty((rows, fmap.n_features_out_))
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
-            mapped = fmap.apply_chunks(items)
+            mapped = fmap.apply_chunks(items, out=buf)
         for (_x, start, g, _), (j, y, w, bad, keep), (F, state) in zip(items, rest, mapped):
             _check_good(F, bad, start, fmap)
             part = chunk_task(F, y, g, w, start, spec, drop=None if keep is None else ~keep)
