@@ -149,13 +149,17 @@ def main() -> None:
 
 
 def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
-    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes."""
+    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes (each cluster
+    started, and its workers warmed up by one untimed pass, before timing)."""
     from distributed import Client, LocalCluster
 
     out = []
     for n in (1, 2):
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
-            out.append(best(lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups"), repeats))
+            run = lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups")  # noqa: E731
+            run()
+            out.append(best(run, repeats))
+            print(f"    {n} worker(s): {out[-1]:.2f} s (best of {repeats}), load {os.getloadavg()[0]:.1f}")
     return out[0], out[1]
 
 

@@ -251,15 +251,20 @@ def merge_lanes(a: Any, b: Any) -> Any:
 
 
 def _group_task(group: LaneGroup, spec: Any) -> Any:
-    """:func:`lane_task` of a group: round r maps chunk r of every lane in one ``apply_chunks`` call."""
+    """:func:`lane_task` of a group: round r maps chunk r of every lane in one ``apply_chunks`` call.
+
+    All the group's rows go into one statistics accumulator (finished once), as the
+    sub-blocks of a partition do: no per-chunk result and merge, which with many
+    folds (one per series) cost more than the map.
+    """
     from ..executors import materialize_all
-    from ..stats import merge
-    from ..stream import chunk_task
+    from ..stream import StatsKernel, prepare_rows
 
     fmap: FeatureMap = spec.features
     lanes = group.lanes
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
-    results: list[Any] = [None] * len(lanes)
+    kernel = StatsKernel(spec, fmap.n_features_out_)
+    acc, rows_seen = kernel.start(), None
     buf = np.empty((0, fmap.n_features_out_))  # the features of a round, reused by the next one
     for r in range(max(len(lane.blocks) for lane in lanes)):
         items, rest = [], []
@@ -277,14 +282,14 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
             mapped = fmap.apply_chunks(items, out=buf)
         for (_x, start, g, _), (j, y, w, bad, keep), (F, state) in zip(items, rest, mapped):
             _check_good(F, bad, start, fmap)
-            part = chunk_task(F, y, g, w, start, spec, drop=None if keep is None else ~keep)
-            results[j] = part if results[j] is None else merge(results[j], part)
+            acc.add(*prepare_rows(F, y, g, w, start, spec, None if keep is None else ~keep))
+            rows_seen = max(rows_seen or 0, start + F.shape[0])
             states[j] = state
-    out = None
-    for part in results:  # lanes in row order
-        out = part if out is None else merge(out, part)
-    if out is not None:
-        out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
+    if rows_seen is None:
+        return None
+    out = kernel.finish(acc)
+    out.meta["rows_seen"] = rows_seen
+    out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
     return out
 
 
