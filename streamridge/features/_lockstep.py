@@ -83,7 +83,7 @@ def run_series(
 def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
     """``(first step, stop step, series running)`` of every block: the number running is constant within a block,
     and a block holds at most ``size`` rows (at least one step).  ``lengths`` sorted decreasing."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     stops = np.unique(lengths)  # the steps at which series end
     t0 = 0
     for stop in stops.tolist():

@@ -130,11 +130,11 @@ class EchoStateNetwork(FeatureMap):
             inputs = np.concatenate([np.asarray(X, dtype=np.float64) for X, *_ in items], axis=0)
             weights = (self.w_in_, self.bias_, np.ascontiguousarray(self.w_res_.T))
             finals = run_series(inputs, np.concatenate(pos), np.concatenate(ends), weights, float(self.leak_rate), np.asarray(x0), F)
-        out = []
+        mapped = []
         for k, (lst, (series, t)) in enumerate(zip(last, t_end)):
             x = items[k][3][2] if lst is None else finals[lst]
-            out.append((F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3]))
-        return out
+            mapped.append((F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3]))
+        return mapped
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """False for the first ``washout`` rows of every series."""
