@@ -14,7 +14,7 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
   (b) disk route  the features computed once and written to zarr (float32), then ``compute_stats`` on them;
                   reported as write time, pass time and their sum, with the disk space of both stores;
   (c) map alone   the map over all rows chunk by chunk in memory on one thread, and its matrix-product cost alone
-                  (ESN: series in groups of LANE_GROUP run in lockstep as the pass runs them, writing into one
+                  (ESN: series in groups of plan.group_size run in lockstep as the pass runs them, writing into one
                   output buffer reused from group to group as a lane group reuses it from round to round, and per
                   step the GEMM X[:k] @ W' of the k series still running; random hidden: one GEMM)
                   -> ratio map / GEMM-GEMV; for the ESN also the same map with a new output array per group (its
@@ -126,10 +126,11 @@ def main() -> None:
 
         from streamridge.features import plan
 
-        group, plan.LANE_GROUP = plan.LANE_GROUP, 1  # the series one at a time (before lanes ran in groups)
+        sizes = plan.LANE_GROUP, plan.MAX_LANE_GROUP
+        plan.LANE_GROUP = plan.MAX_LANE_GROUP = 1  # the series one at a time (before lanes ran in groups)
         t_alone1 = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
         t_gemv1 = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats)
-        plan.LANE_GROUP = group
+        plan.LANE_GROUP, plan.MAX_LANE_GROUP = sizes
     t_workers = _workers(est, raw, args.repeats) if args.workers else None
 
     raw_b, feat_b = du(os.path.join(root, "raw.zarr")), du(feat_path)
@@ -164,17 +165,20 @@ def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
 
 
 def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
-    """(start, stop) of every series, in groups of LANE_GROUP (the series one task of the pass runs together)."""
-    from streamridge.features.plan import LANE_GROUP
+    """(start, stop) of every series, in groups of plan.group_size (the series one task of the pass runs together;
+    here one series = one lane, as with --chunk-rows equal to --steps)."""
+    from streamridge.features.plan import group_size
 
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     runs = list(zip(heads.tolist(), np.append(heads[1:], len(g)).tolist()))
-    return [runs[i : i + LANE_GROUP] for i in range(0, len(runs), LANE_GROUP)]
+    size = group_size(len(runs))
+    return [runs[i : i + size] for i in range(0, len(runs), size)]
 
 
 def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int, reuse: bool = True) -> None:
-    """The map over all rows without statistics: the ESN as the pass runs it (series in groups of LANE_GROUP,
-    each group in lockstep; ``reuse``: into one output buffer), other maps chunk by chunk."""
+    """The map over all rows without statistics: the ESN as the pass runs it (series in groups of plan.group_size,
+    each group in lockstep; ``reuse``: into one output buffer; whole chunks, where the pass maps a round in
+    slices of at most plan.GROUP_BYTES), other maps chunk by chunk."""
     if isinstance(fmap, EchoStateNetwork):
         buf = np.empty((0, fmap.n_features_out_))  # one output buffer reused, as a lane group reuses it per round
         for group in _series_groups(g):
