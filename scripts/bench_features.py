@@ -6,6 +6,7 @@ Usage::
     python scripts/bench_features.py --map random_hidden --units 500 --series 8 --steps 25000
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
+    python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
 
 Measured in one run on the same data (raw inputs: 2 float32 columns, one target, series ids):
 
@@ -13,8 +14,12 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
   (b) disk route  the features computed once and written to zarr (float32), then ``compute_stats`` on them;
                   reported as write time, pass time and their sum, with the disk space of both stores;
   (c) map alone   the map over all rows chunk by chunk in memory on one thread, and its matrix-product cost alone
-                  (ESN: series in groups of LANE_GROUP run in lockstep as the pass runs them, and per step the
-                  GEMM X[:k] @ W' of the k series still running; random hidden: one GEMM) -> ratio map / GEMM-GEMV;
+                  (ESN: series in groups of plan.group_size run in lockstep as the pass runs them, writing into one
+                  output buffer reused from group to group as a lane group reuses it from round to round, and per
+                  step the GEMM X[:k] @ W' of the k series still running; random hidden: one GEMM)
+                  -> ratio map / GEMM-GEMV; for the ESN also the same map with a new output array per group (its
+                  first touch of memory), and tanh alone over as many values as the map outputs.  Timed as CPU time
+                  of the one thread (BLAS limited to 1 thread), less disturbed by other processes than wall time;
   (d) workers     the map pass on 1 worker (sync, BLAS on 1 thread) vs the threaded scheduler (all cores;
                   series run in parallel).
 """
@@ -49,13 +54,35 @@ def make_raw(series: int, steps: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     return u, y, np.repeat(np.arange(series), steps)
 
 
-def best(fn, repeats: int) -> float:
+def best(fn, repeats: int, clock=time.perf_counter) -> float:
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return min(times)
+
+
+def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
+    """(c) alone: the map, its products, the map with a new output per group, and tanh alone (CPU time)."""
+    cpu = time.thread_time
+    with threadpool_limits(1):
+        t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats, cpu)
+        t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats, cpu)
+        t_fresh = best(lambda: _map_alone(fmap, u, g, args.chunk_rows, reuse=False), args.repeats, cpu)
+        t_tanh = best(lambda: _tanh_cost(fmap, u), args.repeats, cpu)
+    values = len(u) * fmap.n_features_out_
+    print(f"(c) map alone, 1 thread (CPU)    {t_alone:8.3f} s; its GEMM/GEMV alone {t_gemm:.3f} s; ratio {t_alone / t_gemm:.2f}; "
+          f"{len(u) / t_alone:,.0f} rows/s")
+    print(f"    new output array per group   {t_fresh:8.3f} s; ratio {t_fresh / t_gemm:.2f}")
+    print(f"    tanh alone of {values:,} values {t_tanh:.3f} s ({t_tanh / values * 1e9:.2f} ns each; {t_tanh / t_gemm:.2f} of the products)")
+
+
+def _tanh_cost(fmap, u: np.ndarray) -> None:
+    """tanh in place over as many values as the map outputs, in blocks of 1 MiB (as the step loop applies it)."""
+    block = np.random.default_rng(0).uniform(-2, 2, (1 << 17) // fmap.n_features_out_ * fmap.n_features_out_)
+    for _ in range(-(-len(u) * fmap.n_features_out_ // block.size)):
+        np.tanh(block, out=block)
 
 
 def main() -> None:
@@ -68,6 +95,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
+    ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench_features_")
     fmap = EchoStateNetwork(args.units, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)
@@ -77,6 +105,9 @@ def main() -> None:
     est = dict(cv="groups", features=fmap, chunk_rows=args.chunk_rows)
     print(f"{args.map} {args.units} units, {args.series} series x {args.steps} steps = {len(y):,} rows, chunks of {args.chunk_rows}")
 
+    if args.only_map:
+        _report_map_alone(fmap, u, g, args)
+        return
     t_map = best(lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats)
     with threadpool_limits(1):  # one worker with one BLAS thread, as each threaded worker has
         t_map1 = best(lambda: sr.StreamRidgeCV(**est, scheduler="sync").compute_stats(raw, groups="groups"), args.repeats)
@@ -95,10 +126,11 @@ def main() -> None:
 
         from streamridge.features import plan
 
-        group, plan.LANE_GROUP = plan.LANE_GROUP, 1  # the series one at a time (before lanes ran in groups)
+        sizes = plan.LANE_GROUP, plan.MAX_LANE_GROUP
+        plan.LANE_GROUP = plan.MAX_LANE_GROUP = 1  # the series one at a time (before lanes ran in groups)
         t_alone1 = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
         t_gemv1 = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats)
-        plan.LANE_GROUP = group
+        plan.LANE_GROUP, plan.MAX_LANE_GROUP = sizes
     t_workers = _workers(est, raw, args.repeats) if args.workers else None
 
     raw_b, feat_b = du(os.path.join(root, "raw.zarr")), du(feat_path)
@@ -118,31 +150,41 @@ def main() -> None:
 
 
 def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
-    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes."""
+    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes (each cluster
+    started, and its workers warmed up by one untimed pass, before timing)."""
     from distributed import Client, LocalCluster
 
     out = []
     for n in (1, 2):
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
-            out.append(best(lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups"), repeats))
+            run = lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups")  # noqa: E731
+            run()
+            out.append(best(run, repeats))
+            print(f"    {n} worker(s): {out[-1]:.2f} s (best of {repeats}), load {os.getloadavg()[0]:.1f}")
     return out[0], out[1]
 
 
 def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
-    """(start, stop) of every series, in groups of LANE_GROUP (the series one task of the pass runs together)."""
-    from streamridge.features.plan import LANE_GROUP
+    """(start, stop) of every series, in groups of plan.group_size (the series one task of the pass runs together;
+    here one series = one lane, as with --chunk-rows equal to --steps)."""
+    from streamridge.features.plan import group_size
 
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     runs = list(zip(heads.tolist(), np.append(heads[1:], len(g)).tolist()))
-    return [runs[i : i + LANE_GROUP] for i in range(0, len(runs), LANE_GROUP)]
+    size = group_size(len(runs))
+    return [runs[i : i + size] for i in range(0, len(runs), size)]
 
 
-def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int) -> None:
-    """The map over all rows without statistics: the ESN as the pass runs it (series in groups of LANE_GROUP,
-    each group in lockstep), other maps chunk by chunk."""
+def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int, reuse: bool = True) -> None:
+    """The map over all rows without statistics: the ESN as the pass runs it (series in groups of plan.group_size,
+    each group in lockstep; ``reuse``: into one output buffer; whole chunks, where the pass maps a round in
+    slices of at most plan.GROUP_BYTES), other maps chunk by chunk."""
     if isinstance(fmap, EchoStateNetwork):
+        buf = np.empty((0, fmap.n_features_out_))  # one output buffer reused, as a lane group reuses it per round
         for group in _series_groups(g):
-            fmap.apply_chunks([(u[a:b], a, g[a:b], fmap.init_state()) for a, b in group])
+            rows = sum(b - a for a, b in group)
+            buf = buf if reuse and buf.shape[0] >= rows else np.empty((rows, fmap.n_features_out_))
+            fmap.apply_chunks([(u[a:b], a, g[a:b], fmap.init_state()) for a, b in group], out=buf)
         return
     state = fmap.init_state()
     for a in range(0, len(u), chunk_rows):

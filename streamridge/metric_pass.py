@@ -168,7 +168,14 @@ def metric_chunk(
     spec: PassSpec,
     plan: MetricPlan,
 ) -> Tally:
-    """Tally of the rows ``row_start .. row_start + len(X) - 1`` (pure function; folds as the statistics pass)."""
+    """Tally of the rows ``row_start .. row_start + len(X) - 1`` (pure function; folds as the statistics pass).
+
+    With a (stateless) feature map in ``spec`` the models apply to the mapped rows, as in the statistics pass.
+    """
+    if spec.features is not None:
+        g = None if groups is None else np.asarray(groups).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
+            X, _ = spec.features.apply_chunk(np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state())
     m = X.shape[0]
     folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
     y = np.asarray(y)

@@ -123,11 +123,17 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """
         raise NotImplementedError
 
-    def apply_chunks(self, items: list[tuple[np.ndarray, int, np.ndarray | None, Any]]) -> list[tuple[np.ndarray, Any]]:
+    def apply_chunks(
+        self, items: list[tuple[np.ndarray, int, np.ndarray | None, Any]], *, out: np.ndarray | None = None
+    ) -> list[tuple[np.ndarray, Any]]:
         """:meth:`apply_chunk` of several chunks of independent series (each with its own state).
 
         The result equals one :meth:`apply_chunk` call per item; a map may run them
         together (the echo state network steps all their series in lockstep).
+        ``out`` (float64, C-contiguous, at least as many rows as the items together,
+        ``n_features_out_`` columns) is a buffer the map may write the features into, so
+        that a caller mapping round after round reuses memory instead of touching new
+        pages every round; the features returned may then be views of it.
         """
         return [self.apply_chunk(X, row_start, g, state) for X, row_start, g, state in items]
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ._base import FeatureMap, check_count, check_positive, uniform
+from ._lockstep import run_series
 from ._series import NO_SERIES, run_heads
 
 
@@ -98,18 +99,19 @@ class EchoStateNetwork(FeatureMap):
         """See :meth:`FeatureMap.apply_chunk`; the state is ``(series, t, x)``."""
         return self.apply_chunks([(X, row_start, groups, state)])[0]
 
-    def apply_chunks(self, items: list[tuple[np.ndarray, int, Any, Any]]) -> list[tuple[np.ndarray, Any]]:
+    def apply_chunks(
+        self, items: list[tuple[np.ndarray, int, Any, Any]], *, out: np.ndarray | None = None
+    ) -> list[tuple[np.ndarray, Any]]:
         """See :meth:`FeatureMap.apply_chunks`: every series of every item in lockstep, one GEMM per step."""
         n = int(self.n_units)
-        U = [np.asarray(X, dtype=np.float64) @ self.w_in_.T + self.bias_ for X, *_ in items]
-        offsets = np.concatenate([[0], np.cumsum([u.shape[0] for u in U])]).astype(np.int64)
+        sizes = [int(np.shape(X)[0]) for X, *_ in items]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         pos: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         x0: list[np.ndarray] = []
         last: list[int | None] = []
         t_end: list[tuple[Any, int]] = []
-        for (_x, _, groups, (series, t, x)), u, off in zip(items, U, offsets):
-            m = u.shape[0]
+        for (_x, _, groups, (series, t, x)), m, off in zip(items, sizes, offsets):
             p, ids = run_heads(groups, m)
             if len(p) == 0:
                 last.append(None)
@@ -123,15 +125,16 @@ class EchoStateNetwork(FeatureMap):
             last.append(sum(len(q) for q in pos) - 1)  # the chunk's last series
             steps = int(m - p[-1])
             t_end.append((ids[-1], (t if cont and len(p) == 1 else 0) + steps))
-        F = np.empty((int(offsets[-1]), n))
+        F = _output(out, int(offsets[-1]), n)
         if pos:
-            finals = _run_series(np.vstack(U), np.concatenate(pos), np.concatenate(ends),
-                                 np.ascontiguousarray(self.w_res_.T), float(self.leak_rate), np.asarray(x0), F)
-        out = []
+            inputs = np.concatenate([np.asarray(X, dtype=np.float64) for X, *_ in items], axis=0)
+            weights = (self.w_in_, self.bias_, np.ascontiguousarray(self.w_res_.T))
+            finals = run_series(inputs, np.concatenate(pos), np.concatenate(ends), weights, float(self.leak_rate), np.asarray(x0), F)
+        mapped = []
         for k, (lst, (series, t)) in enumerate(zip(last, t_end)):
             x = items[k][3][2] if lst is None else finals[lst]
-            out.append((F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3]))
-        return out
+            mapped.append((F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3]))
+        return mapped
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """False for the first ``washout`` rows of every series."""
@@ -148,55 +151,9 @@ class EchoStateNetwork(FeatureMap):
         return keep
 
 
-def _run_series(U: np.ndarray, pos: np.ndarray, ends: np.ndarray, WT: np.ndarray, a: float, X0: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """States of the independent series ``U[pos[i]:ends[i]]`` (from states ``X0[i]``) into ``out``.
-
-    One series runs step by step (a GEMV per step); several run in lockstep, sorted
-    by length (longest first), so the ``k`` still running at a step are the first
-    ``k`` rows of the state matrix and each step is one GEMM ``X[:k] @ W'``.
-
-    Returns
-    -------
-    array of shape (n_series, n_units)
-        The final state of every series (in the order of ``pos``).
-    """
-    if len(pos) == 1:
-        return _run(U[pos[0] : ends[0]], WT, a, np.asarray(X0[0], dtype=np.float64), out[pos[0] : ends[0]])[None, :]
-    lengths = np.asarray(ends - pos, dtype=np.int64)
-    order = np.argsort(-lengths, kind="stable")
-    starts, steps = np.asarray(pos, dtype=np.int64)[order], lengths[order]
-    X = np.array(X0, dtype=np.float64)[order]
-    buf = np.empty_like(X)
-    k = len(order)
-    for t in range(int(steps[0])):
-        while steps[k - 1] <= t:
-            k -= 1
-        rows = starts[:k] + t
-        np.dot(X[:k], WT, out=buf[:k])
-        buf[:k] += U[rows]
-        if a == 1.0:
-            np.tanh(buf[:k], out=X[:k])
-        else:
-            np.tanh(buf[:k], out=buf[:k])
-            X[:k] *= 1.0 - a
-            X[:k] += a * buf[:k]
-        out[rows] = X[:k]
-    finals = np.empty_like(X)
-    finals[order] = X
-    return finals
-
-
-def _run(U: np.ndarray, WT: np.ndarray, a: float, x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """States of len(U) steps from state x into ``out``; returns the last state (a copy)."""
-    buf = np.empty_like(x)
-    for i in range(U.shape[0]):
-        np.dot(x, WT, out=buf)
-        buf += U[i]
-        if a == 1.0:
-            np.tanh(buf, out=out[i])
-        else:
-            np.tanh(buf, out=buf)
-            np.multiply(x, 1.0 - a, out=out[i])
-            out[i] += a * buf
-        x = out[i]
-    return x.copy()
+def _output(out: np.ndarray | None, rows: int, n: int) -> np.ndarray:
+    """The first ``rows`` rows of ``out`` when it fits, else a new array."""
+    fits = out is not None and out.dtype == np.float64 and out.ndim == 2 and out.shape[0] >= rows and out.shape[1] == n
+    if fits and out is not None and out.flags.c_contiguous:
+        return out[:rows]
+    return np.empty((rows, n))

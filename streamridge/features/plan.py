@@ -69,9 +69,21 @@ def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
     return run_heads(g, g.shape[0])
 
 
-#: lanes of independent series run together by one task (one GEMM per reservoir step for all their series);
-#: fixed, so the reduction tree (and a resumed pass) does not depend on the scheduler
+#: lanes of independent series run together by one task (one GEMM per reservoir step for all their series):
+#: at least LANE_GROUP, more when there are many lanes (wider GEMMs per step, cheaper per series) while
+#: keeping at least MIN_TASKS tasks, at most MAX_LANE_GROUP; a function of the lane count only, so the
+#: reduction tree (and a resumed pass) does not depend on the scheduler
 LANE_GROUP = 8
+MAX_LANE_GROUP = 32
+MIN_TASKS = 8
+
+#: bytes of the features a group maps at once: a round's chunks are mapped in slices of rows below it
+GROUP_BYTES = 1 << 27
+
+
+def group_size(n_lanes: int) -> int:
+    """Lanes per task for ``n_lanes`` exact lanes."""
+    return max(1, min(MAX_LANE_GROUP, max(LANE_GROUP, n_lanes // MIN_TASKS)))
 
 
 class Lane:
@@ -123,7 +135,7 @@ def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.
 def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: Any) -> list[tuple[tuple[()], tuple[Lane | LaneGroup, Any]]]:
     """Calls ``((), (lane, spec))`` of the lanes starting at chunk ``first`` or later.
 
-    Exact lanes of a stateful map come in groups of ``LANE_GROUP`` (:class:`LaneGroup`):
+    Exact lanes of a stateful map come in groups of :func:`group_size` (:class:`LaneGroup`):
     one task runs their series together.
 
     Parameters
@@ -152,7 +164,8 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
         init = spec.features_state if a == 0 and fmap.stateful else None
         lanes.append(Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init))
     if fmap.stateful and not getattr(fmap, "warmup", None):  # exact lanes: independent series, run together
-        return [((), (LaneGroup(lanes[i : i + LANE_GROUP]), spec)) for i in range(0, len(lanes), LANE_GROUP)]
+        size = group_size(len(lanes))
+        return [((), (LaneGroup(lanes[i : i + size]), spec)) for i in range(0, len(lanes), size)]
     return [((), (lane, spec)) for lane in lanes]
 
 
@@ -251,37 +264,63 @@ def merge_lanes(a: Any, b: Any) -> Any:
 
 
 def _group_task(group: LaneGroup, spec: Any) -> Any:
-    """:func:`lane_task` of a group: round r maps chunk r of every lane in one ``apply_chunks`` call."""
+    """:func:`lane_task` of a group: round r maps chunk r of every lane together (``apply_chunks``).
+
+    A round's chunks are mapped in slices of rows (at most ``GROUP_BYTES`` of features
+    at once, in one buffer reused slice after slice), and all the group's rows go into
+    one statistics accumulator finished once, as the sub-blocks of a partition do: no
+    per-chunk result and merge, which with many folds (one per series) cost more than the map.
+    """
     from ..executors import materialize_all
-    from ..stats import merge
-    from ..stream import chunk_task
+    from ..stream import StatsKernel
 
     fmap: FeatureMap = spec.features
     lanes = group.lanes
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
-    results: list[Any] = [None] * len(lanes)
+    kernel = StatsKernel(spec, fmap.n_features_out_)
+    acc, rows_seen = kernel.start(), 0
+    buf = np.empty((0, fmap.n_features_out_))
     for r in range(max(len(lane.blocks) for lane in lanes)):
-        items, rest = [], []
+        chunks = []
         for j, lane in enumerate(lanes):
             if r < len(lane.blocks):
                 X, y, g, w = materialize_all(lane.blocks[r])
                 g, start = _flat(g), lane.starts[r]
                 X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
-                items.append((X, start, g, states[j]))
-                rest.append((j, y, w, bad, keep))
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
-            mapped = fmap.apply_chunks(items)
-        for (_x, start, g, _), (j, y, w, bad, keep), (F, state) in zip(items, rest, mapped):
-            _check_good(F, bad, start, fmap)
-            part = chunk_task(F, y, g, w, start, spec, drop=None if keep is None else ~keep)
-            results[j] = part if results[j] is None else merge(results[j], part)
-            states[j] = state
-    out = None
-    for part in results:  # lanes in row order
-        out = part if out is None else merge(out, part)
-    if out is not None:
-        out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
+                chunks.append((j, X, y, g, w, start, bad, keep))
+                rows_seen = max(rows_seen, start + X.shape[0])
+        buf = _map_round(fmap, chunks, states, acc, spec, buf)
+    if not rows_seen:
+        return None
+    out = kernel.finish(acc)
+    out.meta["rows_seen"] = rows_seen
+    out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
     return out
+
+
+def _map_round(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any], acc: Any, spec: Any, buf: np.ndarray) -> np.ndarray:
+    """Map one round's chunks slice by slice into ``buf`` (grown if needed, returned) and add them to ``acc``."""
+    from ..stream import prepare_rows
+
+    step = max(1, GROUP_BYTES // (8 * max(1, fmap.n_features_out_) * len(chunks)))
+    for a in range(0, max(c[1].shape[0] for c in chunks), step):
+        part = [c for c in chunks if c[1].shape[0] > a]
+        rows = slice(a, a + step)
+        items = [(X[rows], start + a, _cut(g, rows), states[j]) for j, X, _y, g, _w, start, _b, _k in part]
+        n = sum(item[0].shape[0] for item in items)
+        buf = buf if buf.shape[0] >= n else np.empty((n, fmap.n_features_out_))
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_good
+            mapped = fmap.apply_chunks(items, out=buf)
+        for (j, _x, y, g, w, start, bad, keep), (F, state) in zip(part, mapped):
+            _check_good(F, bad[rows], start + a, fmap)
+            drop = None if keep is None else ~keep[rows]
+            acc.add(*prepare_rows(F, y[rows], _cut(g, rows), _cut(w, rows), start + a, spec, drop))
+            states[j] = state
+    return buf
+
+
+def _cut(v: Any, rows: slice) -> Any:
+    return None if v is None else v[rows]
 
 
 def _flat(g: Any) -> np.ndarray | None:

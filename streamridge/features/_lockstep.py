@@ -1,0 +1,115 @@
+"""The reservoir's step loop: independent series in lockstep, one GEMM per time step.
+
+Used by :class:`~streamridge.features.EchoStateNetwork`.  The series of one call are
+sorted by length (longest first), so the ``k`` series still running at a step are
+the first ``k``.  The steps are processed in blocks over which ``k`` does not change,
+each held in a small buffer of shape ``(steps, k, units)`` (two buffers, reused, so
+they stay in cache and are never first-touched again): per block one GEMM computes
+the input terms ``W_in u + b`` of all its rows, then per step one GEMM ``X @ W'`` of
+the ``(k, units)`` states is added in place and ``tanh`` applied in place, and at
+the end of the block every series' rows are copied to the output (one contiguous
+slice per series).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: bytes of one block buffer (two alternate: the last states of one block are the previous states of the next)
+BLOCK_BYTES = 1 << 20
+
+#: blocks of fewer steps are written to the output by one fancy-index assignment instead of a slice per series
+MIN_SLICE_STEPS = 4
+
+
+def run_series(
+    inputs: np.ndarray,
+    pos: np.ndarray,
+    ends: np.ndarray,
+    weights: tuple[np.ndarray, np.ndarray, np.ndarray],
+    a: float,
+    X0: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:
+    """States of the independent series ``inputs[pos[i]:ends[i]]`` (from states ``X0[i]``) into ``out``.
+
+    .. code-block:: text
+
+        x(t) = (1 - a) x(t-1) + a tanh(W_in u(t) + b + W x(t-1))
+
+    Parameters
+    ----------
+    inputs : array of float64 of shape (n_rows, n_in)
+        Raw inputs u(t), the series' rows at ``pos[i]:ends[i]``.
+    pos, ends : array of int of shape (n_series,)
+        First row and one past the last row of every series (non-empty, disjoint).
+    weights : (W_in of shape (units, n_in), b of shape (units,), W' of shape (units, units))
+        W' is the transposed recurrent matrix, C-contiguous.
+    a : float
+        Leak rate.
+    X0 : array of shape (n_series, units)
+        State before the first row of every series.
+    out : array of float64 of shape (n_rows, units)
+        Receives the states; rows outside the series are left as they are.
+
+    Returns
+    -------
+    array of shape (n_series, units)
+        The final state of every series (in the order of ``pos``).
+    """
+    pos = np.asarray(pos, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    order = np.argsort(pos - ends, kind="stable")  # longest first
+    starts, lengths = pos[order], (ends - pos)[order]
+    X = np.array(X0, dtype=np.float64)[order]
+    units = out.shape[1]
+    size = max(len(order), BLOCK_BYTES // (8 * max(1, units)))
+    buffers = (np.empty(size * units), np.empty(size * units))
+    tmp = np.empty((len(order), units))
+    for b, (t0, t1, k) in enumerate(_blocks(lengths, size)):
+        Z = buffers[b % 2][: (t1 - t0) * k * units].reshape(t1 - t0, k, units)
+        rows = starts[None, :k] + np.arange(t0, t1)[:, None]  # rows[i, s]: step t0 + i of series s
+        np.matmul(inputs[rows.reshape(-1)], weights[0].T, out=Z.reshape(-1, units))
+        Z += weights[1]
+        X = _steps(Z, X[:k], weights[2], a, tmp[:k])
+        if t1 - t0 >= MIN_SLICE_STEPS:
+            for j, r in enumerate(starts[:k].tolist()):
+                out[r + t0 : r + t1] = Z[:, j]
+        else:
+            out[rows.reshape(-1)] = Z.reshape(-1, units)
+    return out[ends - 1].copy()
+
+
+def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
+    """``(first step, stop step, series running)`` of every block: the number running is constant within a block,
+    and a block holds at most ``size`` rows (at least one step).  ``lengths`` sorted decreasing."""
+    out: list[tuple[int, int, int]] = []
+    stops = np.unique(lengths)  # the steps at which series end
+    t0 = 0
+    for stop in stops.tolist():
+        if stop <= t0:
+            continue
+        k = int(np.count_nonzero(lengths >= stop))
+        step = max(1, size // k)
+        out.extend((t, min(t + step, stop), k) for t in range(t0, stop, step))
+        t0 = stop
+    return out
+
+
+def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, tmp: np.ndarray) -> np.ndarray:
+    """Run the steps of one block in place: ``Z`` (steps, k, units) holds their input terms on entry and
+    their states on return; ``X`` (k, units) is the state before the block.  Returns the last state (a view of ``Z``)."""
+    single = X.shape[0] == 1
+    for C in Z:
+        if single:
+            np.dot(X[0], WT, out=tmp[0])
+        else:
+            np.dot(X, WT, out=tmp)
+        np.add(C, tmp, out=C)
+        np.tanh(C, out=C)
+        if a != 1.0:
+            np.multiply(C, a, out=C)
+            np.multiply(X, 1.0 - a, out=tmp)
+            np.add(C, tmp, out=C)
+        X = C
+    return X

@@ -1,0 +1,71 @@
+"""How the pass groups and slices the lanes of a stateful map (streamridge.features.plan): any grouping and
+any slicing of a round give the statistics of the features computed in memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamridge as sr
+import streamridge.features.plan as plan
+from streamridge.features import EchoStateNetwork
+
+STATS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+LENGTHS = [130, 8, 260, 45, 9, 99, 200, 58]  # rows of each series, in order
+
+
+@pytest.fixture
+def series(rng):
+    lengths = LENGTHS
+    X = rng.standard_normal((sum(lengths), 2))
+    X[3, 1] = np.nan  # a row skipped (skip_nonfinite) is zeroed for the map; stateful maps refuse it
+    g = np.repeat(np.arange(len(lengths)) * 3 + 1, lengths)
+    y = np.sin(np.cumsum(np.nan_to_num(X[:, 0]))) + 0.1 * rng.standard_normal(len(g))
+    return X, y, g
+
+
+def stats(X, y, g, **kw):
+    esn = EchoStateNetwork(12, leak_rate=0.5, washout=6, bias_scaling=0.2, seed=3)
+    return sr.StreamRidgeCV(cv="groups", features=esn, chunk_rows=40, **kw).compute_stats(X, y, groups=g)
+
+
+def reference(X, y, g):
+    """The features in memory (one run per series), the washout rows dropped, then the plain pass."""
+    esn = EchoStateNetwork(12, leak_rate=0.5, washout=6, bias_scaling=0.2, seed=3).fit(X)
+    F = esn.transform(X, groups=g)
+    keep = np.concatenate([np.arange(n) >= 6 for n in LENGTHS])
+    return sr.StreamRidgeCV(cv="groups", chunk_rows=1000).compute_stats(F[keep], y[keep], groups=g[keep])
+
+
+def assert_same(a, b):
+    for name in STATS:
+        A, B = getattr(a, name), getattr(b, name)
+        np.testing.assert_allclose(A, B, rtol=1e-12, atol=1e-12 * np.abs(B).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("group", [1, 3, 32])
+@pytest.mark.parametrize("group_bytes", [8 * 12 * 5, 8 * 12 * 3 * 8 * 11, 1 << 27])
+def test_any_grouping_and_slicing_gives_the_in_memory_statistics(series, monkeypatch, group, group_bytes):
+    """Lanes one per task, in threes, all in one task; rounds mapped in slices of one row up to whole chunks."""
+    X, y, g = series
+    Xf = np.nan_to_num(X)
+    monkeypatch.setattr(plan, "LANE_GROUP", group)
+    monkeypatch.setattr(plan, "MAX_LANE_GROUP", group)
+    monkeypatch.setattr(plan, "GROUP_BYTES", group_bytes)
+    assert_same(stats(Xf, y, g), reference(Xf, y, g))
+
+
+def test_slices_keep_the_row_named_in_errors(series, monkeypatch):
+    """A NaN input row is reported with its global row, whatever the slicing."""
+    X, y, g = series
+    monkeypatch.setattr(plan, "GROUP_BYTES", 8 * 12 * 2)
+    with pytest.raises(sr.errors.NonFiniteError, match=r"first at rows \[3\]"):
+        stats(X, y, g, skip_nonfinite=True)
+
+
+@pytest.mark.parametrize(
+    ("lanes", "size"), [(1, 8), (2, 8), (64, 8), (71, 8), (128, 16), (200, 25), (256, 32), (10_000, 32)]
+)
+def test_group_size(lanes, size):
+    """At least LANE_GROUP lanes a task, more with many lanes (at least MIN_TASKS tasks), at most MAX_LANE_GROUP."""
+    assert plan.group_size(lanes) == size
