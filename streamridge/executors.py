@@ -128,22 +128,20 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
         reducer.push(node)
         on_done(i, snapshot)
 
-    if sched.kind == "sync" or n - first <= 0:
-        for i in range(first, n):
-            finish(i, lambda i=i: task(*args(i)))
-        return reducer.fold()
-    if sched.kind == "processes":
-        ctx = multiprocessing.get_context("spawn")
-        pool: cf.Executor = cf.ProcessPoolExecutor(
-            sched.n_workers, mp_context=ctx, initializer=_init_process_worker
-        )
-        limit = None
-    else:
-        pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
-        # one BLAS thread per busy worker; fewer partitions than workers leave the cores to BLAS
-        busy = min(n - first, sched.n_workers)
-        limit = blas_controller().limit(limits=max(1, sched.n_workers // busy)) if busy > 1 else None
+    # one BLAS thread per task, also for a lone one: the kernel's cache-sized rank-k updates ran up to ~12x
+    # slower on threaded OpenBLAS (zarr-400mb N=50: statistics 6.5-6.9 s on 2 threads, 0.54-0.57 s on 1)
+    limit = blas_controller().limit(limits=1)
+    pool: cf.Executor | None = None
     try:
+        if sched.kind == "sync" or n - first <= 0:
+            for i in range(first, n):
+                finish(i, lambda i=i: task(*args(i)))
+            return reducer.fold()
+        if sched.kind == "processes":
+            ctx = multiprocessing.get_context("spawn")
+            pool = cf.ProcessPoolExecutor(sched.n_workers, mp_context=ctx, initializer=_init_process_worker)
+        else:
+            pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
         pending: dict[int, cf.Future[Any]] = {}
         nxt = first
         for i in range(first, n):
@@ -152,9 +150,9 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
                 nxt += 1
             finish(i, pending.pop(i).result)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if limit is not None:
-            limit.restore_original_limits()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        limit.restore_original_limits()
     return reducer.fold()
 
 

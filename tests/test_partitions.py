@@ -414,3 +414,16 @@ def test_read_ahead_leaves_the_statistics_bit_identical(tmp_path: Path) -> None:
     for name in ("count", "weight", "mean_x", "sxx", "sxy", "syy"):
         np.testing.assert_array_equal(getattr(ahead, name), getattr(plain, name))
     assert_stats_close(ahead, _reference(data), rtol=1e-9)
+
+
+def test_large_statistics_are_not_split_for_balance() -> None:
+    """10 x 10 cells at N = 1000 (800 MB of statistics) over 128 MB of rows stay one partition: split in two
+    for balance they peaked at 3.2 GiB instead of 1.1 (bench_layouts, zarr-4mb)."""
+    rows, N = 33_554, 1000
+    X = _Declared((rows, N), 1048)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    stats = 8 * 100 * N * N
+    plan = plan_pass(readers, 0, rows, n_cells=100, stats_bytes=stats, memory_budget=2**34)
+    assert len(plan) == 1
+    small = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 50 * 50, memory_budget=2**34)
+    assert len(small) >= 2
