@@ -55,7 +55,8 @@ class Plan:
     Regular plans have boundaries ``lo``, the multiples of ``step`` inside
     ``(lo, hi)``, and ``hi``; irregular plans list their boundaries.
     ``prefetch``: a task may read its next block while it uses one (see
-    :func:`task_plan`).
+    :func:`task_plan`).  ``lanes``: accumulators of a task, each taking every
+    ``lanes``-th sub-block on a thread of its own (see :func:`run_partition`).
     """
 
     lo: int
@@ -65,6 +66,7 @@ class Plan:
     read_rows: int
     sub_rows: int
     prefetch: bool = False
+    lanes: int = 1
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -138,13 +140,29 @@ def plan_pass(
     target = partition_rows or max(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
     )
+    row_bytes = N * np.dtype(X.dtype).itemsize
     if all(g.regular for g in grids.values()):
         common, step = _regular_step(grids, target)
         if partition_rows is None:  # sizes asked for are kept
-            step = _balanced_step(lo, hi, common, step, N * np.dtype(X.dtype).itemsize, stats_bytes)
-        return Plan(lo, hi, step, None, read_rows, sub_rows, prefetch)
-    bounds = _irregular_bounds(grids, lo, hi, target)
-    return Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch)
+            step = _balanced_step(lo, hi, common, step, row_bytes, stats_bytes)
+        plan = Plan(lo, hi, step, None, read_rows, sub_rows, prefetch)
+    else:
+        plan = Plan(lo, hi, 1, _irregular_bounds(grids, lo, hi, target), read_rows, sub_rows, prefetch)
+    if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
+        plan = dataclasses.replace(plan, lanes=2)
+    return plan
+
+
+def _worth_two_lanes(rows: int, row_bytes: int, stats_bytes: int) -> bool:
+    """A lone partition (one huge stored chunk, or stored chunks as large as the data) of enough rows.
+
+    Its sub-blocks then alternate between two accumulators on two threads
+    (:func:`run_partition`), so the statistics of a pass that cannot be cut
+    into partitions still use two cores; a pure function of the plan, so the
+    result does not depend on the scheduler.
+    """
+    data = rows * row_bytes
+    return data >= 2 * SUB_BLOCK_BYTES and 4 * stats_bytes <= data // 2
 
 
 def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
@@ -334,6 +352,10 @@ def _joint_blocks(readers: dict[str, Any], start: int, stop: int, read_rows: int
 def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int) -> Any:
     """The task of one partition: read reader rows ``[start, stop)`` once, return ``kernel``'s result.
 
+    With ``plan.lanes > 1`` sub-block ``j`` goes to accumulator ``j % lanes``,
+    each accumulator on a thread of its own, and their results are merged in
+    lane order at the end (the same result on every scheduler).
+
     Parameters
     ----------
     readers : dict of role to ArrayReader or None
@@ -345,19 +367,52 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     row_start : int
         Global row index of reader row ``start`` (fold assignment).
     """
-    acc = kernel.start()
+    lanes = max(1, plan.lanes)
+    accs = [kernel.start() for _ in range(lanes)]
+    pool = None
+    if lanes > 1:
+        import concurrent.futures as cf
+
+        pool = cf.ThreadPoolExecutor(lanes, thread_name_prefix="streamridge-lane")
+    try:
+        for sub_blocks in _sub_blocks(readers, start, stop, plan, row_start):
+            if pool is None:
+                for args in sub_blocks:
+                    kernel.add(accs[0], *args)
+                continue
+            jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
+            for job in jobs:
+                job.result()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    out = kernel.finish(accs[0])
+    for acc in accs[1:]:
+        out = kernel.merge(out, kernel.finish(acc))
+    return out
+
+
+def _add_all(kernel: Any, acc: Any, sub_blocks: list[tuple[Any, ...]]) -> None:
+    for args in sub_blocks:
+        kernel.add(acc, *args)
+
+
+def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int) -> Any:
+    """Per read block, its sub-blocks as ``kernel.add`` arguments ``(X, y, groups, weights, row)``."""
     if _all_dask(readers):  # dask arrays: every array of a block in one compute call
         for a, b, (block, y, g, w) in _joint_blocks(readers, start, stop, plan.read_rows):
+            out = []
             for s in range(a, b, plan.sub_rows):
-                e = min(b, s + plan.sub_rows)
-                sl = slice(s - a, e - a)
-                kernel.add(acc, block[sl], *(None if v is None else v[sl] for v in (y, g, w)), row_start + (s - start))
-        return kernel.finish(acc)
+                sl = slice(s - a, min(b, s + plan.sub_rows) - a)
+                out.append((block[sl], *(None if v is None else v[sl] for v in (y, g, w)), row_start + (s - start)))
+            yield out
+        return
     cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
     for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
+        out = []
         for s in range(a, b, plan.sub_rows):
             e = min(b, s + plan.sub_rows)
             y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
-            kernel.add(acc, block[s - a : e - a], y, g, w, row_start + (s - start))
-        del block
-    return kernel.finish(acc)
+            out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
+        yield out
+        del block, out

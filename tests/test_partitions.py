@@ -427,3 +427,42 @@ def test_large_statistics_are_not_split_for_balance() -> None:
     assert len(plan) == 1
     small = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 50 * 50, memory_budget=2**34)
     assert len(small) >= 2
+
+
+def test_lone_partition_gets_two_lanes() -> None:
+    """A pass that is one partition (one stored chunk as large as the data) splits its sub-blocks over two
+    accumulators; not with large statistics, little data, or partition sizes asked for."""
+    rows = 60_000
+    X = _Declared((rows, 200), rows)  # one stored chunk of 48 MB (float32)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    plan = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31)
+    assert len(plan) == 1 and plan.lanes == 2
+    big = plan_pass(readers, 0, rows, n_cells=100, stats_bytes=8 * 100 * 200 * 200 * 10, memory_budget=2**34)
+    assert big.lanes == 1
+    asked = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31,
+                      partition_rows=rows)
+    assert asked.lanes == 1
+    small = _Declared((5_000, 200), 5_000)
+    plan = plan_pass({**readers, "X": small}, 0, 5_000, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31)
+    assert plan.lanes == 1
+
+
+def test_two_lanes_equal_one_and_every_scheduler(tmp_path: Path) -> None:
+    """One 40 MB stored chunk: two lanes give the one-lane statistics to 1e-12 and the same bits on threads,
+    sync and processes."""
+    rng = np.random.default_rng(5)
+    rows, N = 25_000, 200
+    X = rng.standard_normal((rows, N)) + 1e3
+    y = X[:, :3].sum(1) + rng.standard_normal(rows)
+    root = zarr.open_group(str(tmp_path / "one.zarr"), mode="w")
+    root.create_array("X", data=X, chunks=(rows, N))
+    root.create_array("y", data=y, chunks=(rows,))
+    spec = PassSpec(FoldScheme("hash", 5), None, 1)
+    report = PassReport()
+    two = accumulate(open_source(str(tmp_path / "one.zarr")), spec, scheduler="threads", report=report)
+    assert report.extra["partitions"] == 1
+    one = chunk_task(X, y, None, None, 0, spec)
+    assert_stats_close(two, one, rtol=1e-12)
+    for sched in ("sync", "processes"):
+        again = accumulate(open_source(str(tmp_path / "one.zarr")), spec, scheduler=sched)
+        assert_stats_close(again, two, rtol=0)
