@@ -162,7 +162,12 @@ def _worth_two_lanes(rows: int, row_bytes: int, stats_bytes: int) -> bool:
     result does not depend on the scheduler.
     """
     data = rows * row_bytes
-    return data >= 2 * SUB_BLOCK_BYTES and 4 * stats_bytes <= data // 2
+    return data >= 2 * SUB_BLOCK_BYTES and _light_stats(stats_bytes, data // 2)
+
+
+def _light_stats(stats_bytes: int, rows_bytes: int) -> bool:
+    """Whether one more accumulator (partition or lane) is cheap: its statistics under a quarter of its rows."""
+    return 4 * stats_bytes <= rows_bytes
 
 
 def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
@@ -230,8 +235,8 @@ def _balanced_step(lo: int, hi: int, common: int, step: int, row_bytes: int, sta
     if n >= BALANCE_BELOW or (n == 1 and (hi - lo) * row_bytes < 2 * SUB_BLOCK_BYTES):
         return step
     n += n % 2
-    if 4 * stats_bytes > (hi - lo) * row_bytes // n:  # statistics large against the rows: one more
-        return step  # partition costs more memory and merging than it saves (10 x 10 cells at N = 1000)
+    if not _light_stats(stats_bytes, (hi - lo) * row_bytes // n):  # one more partition would cost more
+        return step  # memory and merging than it saves (10 x 10 cells at N = 1000)
     even = -(-(hi - lo) // n)
     step2 = max(common, -(-even // common) * common)
     return step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= 2 else step
