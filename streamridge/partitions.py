@@ -150,6 +150,10 @@ def plan_pass(
         plan = Plan(lo, hi, 1, _irregular_bounds(grids, lo, hi, target), read_rows, sub_rows, prefetch)
     if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
         plan = dataclasses.replace(plan, lanes=2)
+    elif partition_rows is None and _lanes_instead(plan, row_bytes, stats_bytes):
+        plan = dataclasses.replace(plan, step=max(1, hi), bounds=None, lanes=2)
+    if plan.lanes > 1:
+        plan = dataclasses.replace(plan, sub_rows=_lane_sub_rows(plan.read_rows, plan.sub_rows, plan.lanes))
     return plan
 
 
@@ -163,6 +167,40 @@ def _worth_two_lanes(rows: int, row_bytes: int, stats_bytes: int) -> bool:
     """
     data = rows * row_bytes
     return data >= 2 * SUB_BLOCK_BYTES and _light_stats(stats_bytes, data // 2)
+
+
+def _lanes_instead(plan: Plan, row_bytes: int, stats_bytes: int) -> bool:
+    """Whether a few uneven partitions with heavy statistics run better as one partition of two lanes.
+
+    Stored chunks as large as a partition leave few partitions of unequal
+    size (3.2 stored chunks of 40 MB: 4 partitions, the last a fifth of the
+    others; 2 workers then take 2 chunk-times for 3.2 chunks of work), and
+    with statistics too heavy for another partition (:func:`_light_stats`)
+    the planner cannot even them out.  One partition whose sub-blocks
+    alternate between two accumulators splits the work at sub-block
+    granularity with no more accumulators than before (two lanes against at
+    least two partitions); its reads are serial, so only for readers that
+    decode ahead outside the GIL (``plan.prefetch``).  A pure function of
+    the plan: statistics stay bit-identical across schedulers.
+    """
+    n = len(plan)
+    if not plan.prefetch or not 2 <= n < BALANCE_BELOW:
+        return False
+    total = plan.hi - plan.lo
+    if _light_stats(stats_bytes, total * row_bytes // (n + n % 2)):
+        return False  # light statistics: _balanced_step evens the partitions out
+    sizes = [b - a for a, b in (plan.rows(i) for i in range(n))]
+    return n % 2 == 1 or (max(sizes) - min(sizes)) * 8 * n > total
+
+
+def _lane_sub_rows(read_rows: int, sub_rows: int, lanes: int) -> int:
+    """Sub-block rows that cut a read block into a multiple of ``lanes`` about equal sub-blocks.
+
+    The lanes of a task meet after every read block, so a block of 3
+    sub-blocks on 2 lanes keeps one lane idle for a third of it.
+    """
+    k = lanes * -(-read_rows // (lanes * max(1, sub_rows)))
+    return max(1, -(-read_rows // k))
 
 
 def _light_stats(stats_bytes: int, rows_bytes: int) -> bool:
@@ -234,12 +272,15 @@ def _balanced_step(lo: int, hi: int, common: int, step: int, row_bytes: int, sta
     n = len(Plan(lo, hi, step, None, 1, 1))
     if n >= BALANCE_BELOW or (n == 1 and (hi - lo) * row_bytes < 2 * SUB_BLOCK_BYTES):
         return step
-    n += n % 2
-    if not _light_stats(stats_bytes, (hi - lo) * row_bytes // n):  # one more partition would cost more
-        return step  # memory and merging than it saves (10 x 10 cells at N = 1000)
+    if _light_stats(stats_bytes, (hi - lo) * row_bytes // (n + n % 2)):
+        n += n % 2
+    else:  # one more partition would cost more memory and merging than it saves (10 x 10 cells at N = 1000):
+        n = max(1, round((hi - lo) / step))  # no more of them, but no stub either (16,768 + 16,768 + 18 rows)
+        if n == 1 == len(Plan(lo, hi, step, None, 1, 1)):
+            return step
     even = -(-(hi - lo) // n)
     step2 = max(common, -(-even // common) * common)
-    return step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= 2 else step
+    return step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= min(2, n) else step
 
 
 def _irregular_bounds(grids: dict[str, Any], lo: int, hi: int, target: int) -> tuple[int, ...]:

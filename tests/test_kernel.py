@@ -188,3 +188,33 @@ def test_blas_updates_release_the_gil():
         stop.set()
         th.join()
     assert gap[0] < 0.5 * call, (gap[0], call)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 63, 64, 65, 130, 300])
+@pytest.mark.parametrize("block", [1, 16, 64, 512])
+def test_mirror_lower_is_an_exact_copy(n, block):
+    """Strip-wise mirroring (result()) gives the values of the full-matrix formula ``S + tril(S, -1).T``
+    (a -0.0 below the diagonal is mirrored as -0.0 where the sum gave +0.0; equal as numbers)."""
+    rng = np.random.default_rng(n)
+    L = np.tril(rng.standard_normal((n, n)) * 10.0 ** rng.integers(-200, 200, (n, n)))
+    L[np.tril(rng.random((n, n)) < 0.1)] = -0.0
+    want = L + np.tril(L, -1).T
+    S = L.copy()
+    kernel.mirror_lower(S, block)
+    assert np.array_equal(S, want)
+    assert np.array_equal(S, S.T) and np.array_equal(np.signbit(S), np.signbit(S.T))
+
+
+def test_result_mirrors_every_cell():
+    """Many cells, N above the strip width: result() is symmetric and the lower triangle is unchanged."""
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((900, 150)) + 1e3, rng.standard_normal((900, 1))
+    cells = rng.integers(0, 6, 900)
+    acc = CellAccumulator(6, 150, 1)
+    acc.add(X, Y, cells)
+    for c in list(acc._pending):
+        acc._fold(c)
+    lower = np.tril(acc.sxx).copy()
+    S = acc.result(3, 2).sxx.reshape(6, 150, 150)
+    assert np.array_equal(np.tril(S), lower)
+    assert np.array_equal(S, np.transpose(S, (0, 2, 1)))
