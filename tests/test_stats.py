@@ -162,3 +162,18 @@ def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
     for c in (0, 17, 199):
         Xc = X[cells == c] - X[cells == c].mean(axis=0)
         np.testing.assert_allclose(out.sxx[c, 0], Xc.T @ Xc, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 7, 7), (2, 1, 300, 4), (1, 1, 1, 1), (40, 1, 5, 5), (2, 3, 130, 130)])
+@pytest.mark.parametrize("piece", [8, 512, 2**20])
+def test_merge_outer_term_in_pieces_has_the_bits_of_the_broadcast(shape, piece):
+    """merge() adds n_a n_b / n * delta delta' in cache-sized pieces: bit for bit the one-line broadcast,
+    which made a temporary as large as Sxx (800 MB at 10 x 10 cells, N = 1000)."""
+    from streamridge.stats import _add_outer
+
+    rng = np.random.default_rng(sum(shape) + piece)
+    S = rng.standard_normal(shape) * 1e3
+    u, v = rng.standard_normal(shape[:-1]), rng.standard_normal((*shape[:-2], shape[-1])) * 1e-3
+    want = S + u[..., :, None] * v[..., None, :]
+    _add_outer(S, u, v, piece)
+    assert np.array_equal(S, want)
