@@ -100,6 +100,7 @@ def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, An
     sys.path.insert(0, os.path.dirname(__file__))
     import bench_stream  # the same read-only kernel and plan as bench_stream.py
 
+    import streamridge
     from streamridge.folds import FoldScheme
     from streamridge.sources import open_source
     from streamridge.stream import PassReport, PassSpec, accumulate
@@ -131,7 +132,18 @@ def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, An
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
     out["b"] = best(lambda: accumulate(mem, spec), "b")
     out["cpu"] = cpu
+    out["streamridge"] = os.path.dirname(os.path.dirname(streamridge.__file__))
     return out
+
+
+def _run_child(child: str, repeats: int, tree: str | None) -> dict[str, Any]:
+    """One cell measured in a fresh process, with streamridge from ``tree`` (another checkout) when given."""
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.path.abspath(tree)
+    cmd = [sys.executable, __file__, "--child", child, "--repeats", str(repeats)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+    return json.loads(out.splitlines()[-1])
 
 
 def _rows_for(layout: str, mb: float, N: int, dtype: str) -> int:
@@ -161,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cells", nargs="+", default=["5x1"], help="FOLDSxCLASSES, e.g. 5x1 10x10")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--dir", default=None)
+    p.add_argument("--compare", default=None, metavar="TREE",
+                   help="another checkout (e.g. `git archive main`): each cell is also measured with its streamridge, "
+                        "alternating with this one, on the same stored data")
+    p.add_argument("--rounds", type=int, default=1, help="alternations of this tree and --compare per cell")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -179,15 +195,20 @@ def main(argv: list[str] | None = None) -> int:
                         rows = args.rows or _rows_for(layout, args.mb, N, dtype)
                         write(path, layout, rows, N, dtype, n_classes)
                         child = json.dumps({"path": path, "folds": folds, "classes": n_classes})
-                        cmd = [sys.executable, __file__, "--child", child, "--repeats", str(args.repeats)]
-                        r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-                        print(
-                            f"{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} partitions={r['partitions']:<4d} "
-                            f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
-                            f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB  "
-                            f"CPU c/(a+b) = {r['cpu']['c'] / (r['cpu']['a'] + r['cpu']['b']):.2f}",
-                            flush=True,
-                        )
+                        for rnd in range(args.rounds):
+                            for tree in [None, *([args.compare] if args.compare else [])]:
+                                r = _run_child(child, args.repeats, tree)
+                                label = "" if not args.compare else ("old " if tree else "new ") + f"#{rnd + 1} "
+                                print(
+                                    f"{label}{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} "
+                                    f"partitions={r['partitions']:<4d} "
+                                    f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
+                                    f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB  "
+                                    f"CPU c/(a+b) = {r['cpu']['c'] / (r['cpu']['a'] + r['cpu']['b']):.2f} "
+                                    f"(CPU a {r['cpu']['a']:.2f} b {r['cpu']['b']:.2f} c {r['cpu']['c']:.2f} s)  "
+                                    f"load {os.getloadavg()[0]:.2f}",
+                                    flush=True,
+                                )
                         shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
     finally:
         if args.dir is None:
