@@ -14,7 +14,7 @@ does not depend on the scheduler or the worker count.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,12 @@ def metric_pass_lanes(
 
     with open_scheduler(scheduler) as sched:
         total = reduce_partitions(
-            metric_lane_task, lambda i: (lanes[i], spec, plan), len(lanes), _merge, sched, window=window,
+            metric_lane_task,
+            lambda i: (lanes[i], spec, plan),
+            len(lanes),
+            _merge,
+            sched,
+            window=window,
             name_error=name_error,
         )
     return plan.empty() if total is None else total
@@ -145,7 +150,9 @@ def _group_rows(group: Any, spec: PassSpec) -> Iterator[Piece]:
         buf = yield from _round_rows(fmap, chunks, states, buf)
 
 
-def _round_rows(fmap: Any, chunks: list[tuple[Any, ...]], states: list[Any], buf: np.ndarray) -> Iterator[Piece]:
+def _round_rows(
+    fmap: Any, chunks: list[tuple[Any, ...]], states: list[Any], buf: np.ndarray
+) -> Generator[Piece, None, np.ndarray]:
     """One round's chunks mapped slice by slice into ``buf`` (as ``plan._map_round``); returns the buffer."""
     from .features.plan import GROUP_BYTES, _check_good, _cut
 

@@ -175,7 +175,9 @@ def metric_chunk(
     if spec.features is not None:
         g = None if groups is None else np.asarray(groups).reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
-            X, _ = spec.features.apply_chunk(np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state())
+            X, _ = spec.features.apply_chunk(
+                np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state()
+            )
     tally = plan.empty()
     tally_rows(tally, X, y, groups, weights, row_start, spec, plan)
     return tally
@@ -323,7 +325,9 @@ def metric_pass(
     if spec.features is not None and spec.features.stateful:
         from .metric_lanes import metric_pass_lanes
 
-        return metric_pass_lanes(source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window)
+        return metric_pass_lanes(
+            source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window
+        )
     return run_tally_pass(
         source,
         metric_chunk,

@@ -10,13 +10,13 @@ from sklearn import metrics as skm
 
 import streamridge as sr
 from streamridge import cli
+from streamridge.features import Delays, EchoStateNetwork, Pipeline, RandomHidden
 from streamridge.folds import FoldScheme
 from streamridge.forms import build_forms
 from streamridge.metric_pass import make_plan, metric_pass
 from streamridge.metrics import roc_auc
 from streamridge.model_io import load_model
 from streamridge.sources import write_zarr
-from streamridge.features import Delays, EchoStateNetwork, Pipeline, RandomHidden
 from tests.conftest import dask_source
 from tests.reference import fit_ridge, part_weights
 
@@ -99,7 +99,16 @@ def reference_of(est, X, target, g, scoring, *, C=0, balanced=False, washout=0, 
 def fit(fmap, X, target, g, scoring, *, C=0, cv="groups", chunk_rows=None, scheduler="sync", **kw):
     cls = sr.StreamRidgeClassifierCV if C else sr.StreamRidgeCV
     extra = {"class_weight": "balanced"} if C == 3 else {}
-    est = cls(ALPHAS, cv=cv, scoring=scoring, features=fmap, chunk_rows=chunk_rows, scheduler=scheduler, **extra, **kw)
+    est = cls(
+        ALPHAS,
+        cv=cv,
+        scoring=scoring,
+        features=fmap,
+        chunk_rows=chunk_rows,
+        scheduler=scheduler,
+        **extra,
+        **kw,
+    )
     return est.fit(X, target, groups=g)
 
 
@@ -119,7 +128,9 @@ def test_scores_equal_transform_then_refit(series, name, fmap, scoring, C, cv):
         if ref is None:
             ref = reference_of(m, X, target, g, scoring, C=C, balanced=C == 3, washout=washout)
             assert np.ptp(ref.mean(axis=1)) > 1e-3  # the lambdas really score differently
-        np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8, atol=1e-10, err_msg=f"{chunk_rows} {scheduler}")
+        np.testing.assert_allclose(
+            m.cv_scores_, ref, rtol=1e-8, atol=1e-10, err_msg=f"{chunk_rows} {scheduler}"
+        )
         mean = ref.mean(axis=1)
         assert m.alpha_ == ALPHAS[np.flatnonzero(mean >= mean.max() - 1e-12 * abs(mean.max()))].max()
 
@@ -128,7 +139,9 @@ def test_washout_rows_are_not_scored(series):
     """Scores over all rows (washout included) differ: the metric pass leaves out what the statistics pass did."""
     X, y, g = series
     m = fit(EchoStateNetwork(20, spectral_radius=0.8, washout=25, seed=3), X, y, g, "r2", chunk_rows=33)
-    np.testing.assert_allclose(m.cv_scores_, reference_of(m, X, y, g, "r2", washout=25), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        m.cv_scores_, reference_of(m, X, y, g, "r2", washout=25), rtol=1e-8, atol=1e-10
+    )
     assert np.abs(m.cv_scores_ - reference_of(m, X, y, g, "r2", washout=0)).max() > 1e-3
 
 
@@ -220,7 +233,9 @@ def test_identical_on_a_cluster(series):
 def test_rescore_with_a_stateful_map(series):
     """Backward selection over delay features, the 4 best steps re-scored by r2 through the lanes."""
     X, y, g = series
-    m = sr.StreamRidgeCV(ALPHAS, cv="groups", features=Delays(3), selection="backward", scoring="r2", rescore=4, chunk_rows=45)
+    m = sr.StreamRidgeCV(
+        ALPHAS, cv="groups", features=Delays(3), selection="backward", scoring="r2", rescore=4, chunk_rows=45
+    )
     m.fit(X, y, groups=g)
     F = m.features_.transform(X, groups=g)
     folds = FoldScheme.from_dict(m.stats_.meta["scheme"]).assign(0, len(g), g)
@@ -238,14 +253,72 @@ def test_cli_fit_with_a_features_file_and_scoring(series, tmp_path, capsys):
     X, y, g = series
     cls = labels(y, 2)
     store = write_zarr(tmp_path / "d.zarr", X, cls, g, chunk_rows=64)
-    (tmp_path / "esn.toml").write_text('map = "esn"\nn_units = 20\nspectral_radius = 0.8\nwashout = 8\nseed = 3\n')
-    argv = ["fit", "--data", store, "--groups", "groups", "--leave-group-out", "--classify", "--features",
-            tmp_path / "esn.toml", "--scoring", "balanced_accuracy", "--alphas", *ALPHAS, "--out", tmp_path / "m.npz"]
+    (tmp_path / "esn.toml").write_text(
+        'map = "esn"\nn_units = 20\nspectral_radius = 0.8\nwashout = 8\nseed = 3\n'
+    )
+    argv = [
+        "fit",
+        "--data",
+        store,
+        "--groups",
+        "groups",
+        "--leave-group-out",
+        "--classify",
+        "--features",
+        tmp_path / "esn.toml",
+        "--scoring",
+        "balanced_accuracy",
+        "--alphas",
+        *ALPHAS,
+        "--out",
+        tmp_path / "m.npz",
+    ]
     assert cli.main([str(a) for a in argv]) == 0, capsys.readouterr().err
     model = load_model(tmp_path / "m.npz")
     esn = EchoStateNetwork(20, spectral_radius=0.8, washout=8, seed=3)
-    m = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", scoring="balanced_accuracy", features=esn).fit(X, cls, groups=g)
+    m = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", scoring="balanced_accuracy", features=esn).fit(
+        X, cls, groups=g
+    )
     ref = reference_of(m, X, cls, g, "balanced_accuracy", C=2, washout=8)
     np.testing.assert_allclose(model.cv_scores_, ref, rtol=1e-12)
     np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-12)
     assert model.alpha_ == m.alpha_
+
+
+@pytest.mark.parametrize("group_bytes", [None, 8 * 20 * 8 * 3])
+def test_lane_groups_and_row_slices(rng, monkeypatch, group_bytes):
+    """Sixteen series cut at chunk ends: 16 lanes in two groups run in lockstep (and, with a small
+    GROUP_BYTES, mapped 3 rows at a time): the scores still equal the in-memory reference."""
+    from streamridge.features import plan
+
+    if group_bytes is not None:
+        monkeypatch.setattr(plan, "GROUP_BYTES", group_bytes)
+    g = np.repeat(np.arange(16)[::-1], 40)
+    X = rng.standard_normal((len(g), 2))
+    y = np.r_[0.0, X[:-1, 0]] * X[:, 1] + 0.1 * rng.standard_normal(len(g))
+    esn = EchoStateNetwork(20, spectral_radius=0.8, washout=5, seed=2)
+    src = dask_source(X, y, groups=g, chunk_rows=20)
+    calls = plan.lane_calls(
+        src, fit(esn, X, y, g, "r2")._spec, np.arange(0, len(g), 20), 0, lambda a, i: None
+    )
+    assert [len(lane.lanes) for _, (lane, _s) in calls] == [8, 8]
+    for chunk_rows in (20, 40):
+        m = fit(esn, X, y, g, "r2", cv=4, chunk_rows=chunk_rows, scheduler="threads")
+        np.testing.assert_allclose(
+            m.cv_scores_, reference_of(m, X, y, g, "r2", washout=5), rtol=1e-8, atol=1e-10
+        )
+
+
+@pytest.mark.parametrize("fmap", [Delays(2), EchoStateNetwork(15, washout=4, seed=5)], ids=["delays", "esn"])
+def test_one_series_without_groups_and_hash_folds(rng, fmap):
+    """No groups: one series over all rows, its rows hashed to K folds (each row scored on the features of
+    the whole series up to it, as in the statistics pass)."""
+    X = rng.standard_normal((300, 2))
+    y = np.r_[0.0, X[:-1, 0]] + X[:, 1] ** 2 + 0.1 * rng.standard_normal(300)
+    g = np.zeros(300, int)
+    for chunk_rows in (None, 23):
+        m = sr.StreamRidgeCV(ALPHAS, cv=4, scoring="r2", features=fmap, chunk_rows=chunk_rows).fit(X, y)
+        washout = getattr(fmap, "washout", 0)
+        np.testing.assert_allclose(
+            m.cv_scores_, reference_of(m, X, y, g, "r2", washout=washout), rtol=1e-8, atol=1e-10
+        )
