@@ -14,6 +14,11 @@ every chunk with :func:`streamridge.executors.reduce_partitions` on any schedule
 (:mod:`streamridge.scheduling`) and merges the results in chunk order with a
 binary-counter tree, so the result for a given chunking does not depend on the
 scheduler or the worker count, and memory does not grow with the row count.
+
+With a feature map the models apply to the mapped rows: a stateless map maps each
+chunk in :func:`metric_chunk`; a stateful one (state carried along each series)
+runs the lanes of the statistics pass (:mod:`streamridge.metric_lanes`), and both
+tally through :func:`tally_rows`.
 """
 
 from __future__ import annotations
