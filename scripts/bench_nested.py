@@ -136,7 +136,8 @@ def time_esn_passes(
         classes = (0, 1)
     esn = EchoStateNetwork(n_units, spectral_radius=0.9, washout=50, seed=0).fit_width(2)
     src = open_source(
-        da.from_array(u, chunks=(chunk_rows, -1)), y=da.from_array(y, chunks=chunk_rows),
+        da.from_array(u, chunks=(chunk_rows, -1)),
+        y=da.from_array(y, chunks=chunk_rows),
         groups=da.from_array(g, chunks=chunk_rows),
     )
     spec = PassSpec(make_scheme("groups", group_values=np.arange(n_series)), classes, 1, features=esn)
@@ -152,7 +153,12 @@ def time_esn_passes(
             forms = build_forms(stats, balanced=bal)
             alphas = default_alphas(build_full_form(stats, balanced=bal).A, n_alphas=R)
             plan = make_plan(
-                stats, forms, alphas, [np.ones(n_units, bool)], n_classes=2 if bal else 0, auc=scoring == "roc_auc"
+                stats,
+                forms,
+                alphas,
+                [np.ones(n_units, bool)],
+                n_classes=2 if bal else 0,
+                auc=scoring == "roc_auc",
             )
         w0, c0 = time.perf_counter(), time.process_time()
         tally = metric_pass(src, spec, plan, scheduler="threads")
@@ -181,7 +187,9 @@ def time_esn_fit(n_units: int, n_series: int, steps: int, chunk_rows: int, scori
     u = rng.standard_normal((M, 2))
     y = np.r_[0.0, u[:-1, 0]] - 0.5 * np.r_[np.zeros(3), u[:-3, 1]] + 0.1 * rng.standard_normal(M)
     esn = EchoStateNetwork(n_units, spectral_radius=0.9, washout=50, seed=0)
-    est = sr.StreamRidgeCV(cv="groups", features=esn, scoring=scoring, chunk_rows=chunk_rows, scheduler="threads")
+    est = sr.StreamRidgeCV(
+        cv="groups", features=esn, scoring=scoring, chunk_rows=chunk_rows, scheduler="threads"
+    )
     c0 = time.process_time()
     est.fit(u, y, groups=np.repeat(np.arange(n_series), steps))
     t = est.timings_
