@@ -139,6 +139,7 @@ def time_esn_passes(
         da.from_array(u, chunks=(chunk_rows, -1)),
         y=da.from_array(y, chunks=chunk_rows),
         groups=da.from_array(g, chunks=chunk_rows),
+        chunk_rows=chunk_rows,
     )
     spec = PassSpec(make_scheme("groups", group_values=np.arange(n_series)), classes, 1, features=esn)
     best = {"stats_wall": np.inf, "stats_cpu": np.inf, "metric_wall": np.inf, "metric_cpu": np.inf}
