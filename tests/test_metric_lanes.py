@@ -322,3 +322,14 @@ def test_one_series_without_groups_and_hash_folds(rng, fmap):
         np.testing.assert_allclose(
             m.cv_scores_, reference_of(m, X, y, g, "r2", washout=washout), rtol=1e-8, atol=1e-10
         )
+
+
+def test_prefixes_with_scoring(series):
+    """Reservoir size and lambda: the prefix is chosen by squared error, its lambda by the metric."""
+    X, y, g = series
+    esn = EchoStateNetwork(20, spectral_radius=0.8, input_scaling=0.5, washout=WASHOUT, seed=3)
+    m = fit(esn, X, y, g, "neg_mean_absolute_error", feature_prefixes=[5, 20], chunk_rows=37)
+    n = m.n_features_selected_
+    F = m.features_.transform(X, groups=g)[:, :n]
+    ref = reference_of(m, X, y, g, "neg_mean_absolute_error", washout=WASHOUT, F=F)
+    np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8, atol=1e-10)
