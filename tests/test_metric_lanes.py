@@ -333,3 +333,21 @@ def test_prefixes_with_scoring(series):
     F = m.features_.transform(X, groups=g)[:, :n]
     ref = reference_of(m, X, y, g, "neg_mean_absolute_error", washout=WASHOUT, F=F)
     np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize(("scoring", "C"), [("r2", 0), ("balanced_accuracy", 3)])
+def test_sample_weights(series, rng, scoring, C):
+    X, y, g = series
+    target = labels(y, C) if C else y
+    sw = rng.uniform(0.1, 2.0, len(g))
+    esn = EchoStateNetwork(20, spectral_radius=0.8, input_scaling=0.5, washout=WASHOUT, seed=3)
+    cls = sr.StreamRidgeClassifierCV if C else sr.StreamRidgeCV
+    extra = {"class_weight": "balanced"} if C else {}
+    m = cls(ALPHAS, cv=3, scoring=scoring, features=esn, chunk_rows=37, **extra).fit(
+        X, target, groups=g, sample_weight=sw
+    )
+    F = m.features_.transform(X, groups=g)
+    keep = position_in_series(g) >= WASHOUT
+    folds = FoldScheme.from_dict(m.stats_.meta["scheme"]).assign(0, len(g), g)
+    ref = reference_scores(F[keep], target[keep], folds[keep], scoring, C=C, balanced=bool(C), sw=sw[keep])
+    np.testing.assert_allclose(m.cv_scores_, ref, rtol=1e-8, atol=1e-10)
