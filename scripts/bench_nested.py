@@ -6,11 +6,15 @@
 2. The metric pass (fold k's R models applied to fold k's rows, R*N multiply-adds
    per row) vs the statistics pass (N^2 per row) on the same in-memory data,
    chunking and scheduler: ratio of times.
+3. (``--esn``) The same two passes with an echo state network inside (a stateful map:
+   both passes run the series as lanes, each maps the rows again), leave one series
+   out: wall-clock and CPU-time ratios.
 
 Usage::
 
     python scripts/bench_nested.py            # full sizes
     python scripts/bench_nested.py --quick    # small sizes (seconds)
+    python scripts/bench_nested.py --esn      # only part 3 (--quick: small sizes)
 """
 
 from __future__ import annotations
@@ -111,14 +115,119 @@ def time_passes(
     return t_stats, t_metric
 
 
+def time_esn_passes(
+    n_units: int, n_series: int, steps: int, chunk_rows: int, R: int, scoring: str, repeats: int = 2
+) -> dict[str, float]:
+    """Statistics pass vs metric pass with an ESN inside (leave one series out, threads): best wall and CPU seconds."""
+    import dask.array as da
+
+    from streamridge.features import EchoStateNetwork
+    from streamridge.folds import make_scheme
+    from streamridge.sources import open_source
+
+    rng = np.random.default_rng(0)
+    M = n_series * steps
+    u = rng.standard_normal((M, 2))
+    g = np.repeat(np.arange(n_series), steps)
+    y = np.r_[0.0, u[:-1, 0]] - 0.5 * np.r_[np.zeros(3), u[:-3, 1]] + 0.1 * rng.standard_normal(M)  # memory
+    classes = None
+    if scoring not in ("r2", "neg_mean_absolute_error"):
+        y = (y > np.quantile(y, 0.75)).astype(np.int64)
+        classes = (0, 1)
+    esn = EchoStateNetwork(n_units, spectral_radius=0.9, washout=50, seed=0).fit_width(2)
+    src = open_source(
+        da.from_array(u, chunks=(chunk_rows, -1)),
+        y=da.from_array(y, chunks=chunk_rows),
+        groups=da.from_array(g, chunks=chunk_rows),
+        chunk_rows=chunk_rows,
+    )
+    spec = PassSpec(make_scheme("groups", group_values=np.arange(n_series)), classes, 1, features=esn)
+    best = {"stats_wall": np.inf, "stats_cpu": np.inf, "metric_wall": np.inf, "metric_cpu": np.inf}
+    plan = None
+    for _ in range(repeats):  # alternate, best of each (the machine is shared)
+        w0, c0 = time.perf_counter(), time.process_time()
+        stats = accumulate(src, spec, scheduler="threads")
+        best["stats_wall"] = min(best["stats_wall"], time.perf_counter() - w0)
+        best["stats_cpu"] = min(best["stats_cpu"], time.process_time() - c0)
+        if plan is None:
+            bal = classes is not None
+            forms = build_forms(stats, balanced=bal)
+            alphas = default_alphas(build_full_form(stats, balanced=bal).A, n_alphas=R)
+            plan = make_plan(
+                stats,
+                forms,
+                alphas,
+                [np.ones(n_units, bool)],
+                n_classes=2 if bal else 0,
+                auc=scoring == "roc_auc",
+            )
+        w0, c0 = time.perf_counter(), time.process_time()
+        tally = metric_pass(src, spec, plan, scheduler="threads")
+        best["metric_wall"] = min(best["metric_wall"], time.perf_counter() - w0)
+        best["metric_cpu"] = min(best["metric_cpu"], time.process_time() - c0)
+    score = float(np.nanmean(fold_scores(tally, scoring), axis=(1, 2)).max())
+    print(
+        f"  ESN {n_units} units, {n_series} series x {steps} steps (M={M:,}), chunks {chunk_rows}, K={n_series}, "
+        f"R={R}, {scoring}: statistics pass {best['stats_wall']:.2f} s wall / {best['stats_cpu']:.2f} s CPU, "
+        f"metric pass {best['metric_wall']:.2f} s / {best['metric_cpu']:.2f} s; ratio metric / statistics "
+        f"{best['metric_wall'] / best['stats_wall']:.2f} wall, {best['metric_cpu'] / best['stats_cpu']:.2f} CPU; "
+        f"best mean score {score:.4f}; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return best
+
+
+def time_esn_fit(n_units: int, n_series: int, steps: int, chunk_rows: int, scoring: str) -> dict[str, float]:
+    """A whole fit with ``scoring=`` (leave one series out, threads): ``timings_`` of the pass, the metric
+    stage (fold models of every lambda + the metric pass) and the solve."""
+    import streamridge as sr
+    from streamridge.features import EchoStateNetwork
+
+    rng = np.random.default_rng(0)
+    M = n_series * steps
+    u = rng.standard_normal((M, 2))
+    y = np.r_[0.0, u[:-1, 0]] - 0.5 * np.r_[np.zeros(3), u[:-3, 1]] + 0.1 * rng.standard_normal(M)
+    esn = EchoStateNetwork(n_units, spectral_radius=0.9, washout=50, seed=0)
+    est = sr.StreamRidgeCV(
+        cv="groups", features=esn, scoring=scoring, chunk_rows=chunk_rows, scheduler="threads"
+    )
+    c0 = time.process_time()
+    est.fit(u, y, groups=np.repeat(np.arange(n_series), steps))
+    t = est.timings_
+    print(
+        f"  fit, ESN {n_units} units, {n_series} series x {steps} steps, scoring={scoring!r}: pass {t['pass_s']:.2f} s, "
+        f"metric stage {t['metric_pass_s']:.2f} s, solve {t['solve_s']:.2f} s (wall); whole fit {time.process_time() - c0:.2f} s CPU; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return dict(t)
+
+
+def esn_main(quick: bool) -> None:
+    print("ESN inside: metric pass vs statistics pass (same data, chunks, threads, leave one series out):")
+    if quick:
+        time_esn_passes(50, 8, 500, 250, 20, "r2", repeats=1)
+        time_esn_fit(50, 8, 500, 250, "r2")
+        return
+    for n_series in (16, 32, 64):
+        time_esn_passes(200, n_series, 4000, 1000, 50, "r2", repeats=3)
+        time_esn_passes(200, n_series, 4000, 1000, 50, "balanced_accuracy", repeats=3)
+    time_esn_fit(200, 64, 4000, 1000, "r2")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes")
+    p.add_argument("--esn", action="store_true", help="only the passes with an echo state network inside")
     args = p.parse_args()
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    if args.esn:
+        esn_main(args.quick)
+        print(f"load at end {os.getloadavg()[0]:.1f}")
+        return
     print("nested CV from statistics (time vs one selection):")
     if args.quick:
         time_nested(40, 8, 20, 2000, None)

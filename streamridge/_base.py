@@ -168,11 +168,6 @@ class _StreamRidgeBase(BaseEstimator):
         check_scoring(scoring, classifier=self._classifier)
         if scoring is not None and is_splits(self.cv):
             raise ParameterError(_NOT_WITH_SPLITS.format("scoring=", "scoring"))
-        if scoring is not None and getattr(getattr(self, "features", None), "stateful", False):
-            raise ParameterError(
-                "scoring= cannot yet apply a feature map that carries state along a series (esn, delays) "
-                "in its pass over the rows; drop one of them"
-            )
         if scoring is not None and self._classifier and self.alpha_per_target:
             raise ParameterError("scoring= chooses one lambda for all classes; drop alpha_per_target or scoring")
         if rescore is None:

@@ -93,7 +93,9 @@ _COMMON_DOC = """
         "neg_root_mean_squared_error", "explained_variance", "correlation";
         classifiers "accuracy", "balanced_accuracy", "f1", "f1_macro",
         "f1_micro", "f1_weighted", "precision", "recall", "roc_auc") from one
-        extra pass over the rows (:mod:`streamridge.scoring`).  None: squared error.
+        extra pass over the rows (:mod:`streamridge.scoring`), with any feature map
+        (a stateful one runs every series in row order again, washout rows left out,
+        as in the statistics pass).  None: squared error.
     rescore : int or None
         With ``selection`` and ``scoring``: re-score the ``rescore`` best steps
         of the path by the metric (in the same extra pass) and keep the best.

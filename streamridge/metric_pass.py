@@ -14,6 +14,11 @@ every chunk with :func:`streamridge.executors.reduce_partitions` on any schedule
 (:mod:`streamridge.scheduling`) and merges the results in chunk order with a
 binary-counter tree, so the result for a given chunking does not depend on the
 scheduler or the worker count, and memory does not grow with the row count.
+
+With a feature map the models apply to the mapped rows: a stateless map maps each
+chunk in :func:`metric_chunk`; a stateful one (state carried along each series)
+runs the lanes of the statistics pass (:mod:`streamridge.metric_lanes`), and both
+tally through :func:`tally_rows`.
 """
 
 from __future__ import annotations
@@ -175,21 +180,59 @@ def metric_chunk(
     if spec.features is not None:
         g = None if groups is None else np.asarray(groups).reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
-            X, _ = spec.features.apply_chunk(np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state())
+            X, _ = spec.features.apply_chunk(
+                np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state()
+            )
+    tally = plan.empty()
+    tally_rows(tally, X, y, groups, weights, row_start, spec, plan)
+    return tally
+
+
+def tally_rows(
+    tally: Tally,
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    weights: np.ndarray | None,
+    row_start: int,
+    spec: PassSpec,
+    plan: MetricPlan,
+    drop: np.ndarray | None = None,
+) -> None:
+    """Add the rows ``row_start ..`` to ``tally`` (in place): fold k's models applied to fold k's rows.
+
+    Parameters
+    ----------
+    tally : RegressionTally or ClassTally
+        Of ``plan``.
+    X : array of shape (m, N)
+        The rows the models take (a feature map's outputs, if any).
+    y : array of shape (m,) or (m, T)
+    groups, weights : arrays of shape (m,) or None
+    row_start : int
+        Global index of the first row (fold assignment as in the statistics pass).
+    spec : PassSpec
+    plan : MetricPlan
+    drop : bool array of shape (m,) or None
+        Rows left out on purpose (a feature map's washout), as in the statistics pass.
+    """
     m = X.shape[0]
     folds = spec.scheme.assign(row_start, m, None if groups is None else np.asarray(groups).reshape(-1))
     y = np.asarray(y)
     w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    keep = None if drop is None else ~np.asarray(drop, dtype=bool)
     if spec.skip_nonfinite:
-        keep = _finite_rows(X, y, w)
-        if keep is not None and not keep.all():
-            X, y, folds = X[keep], y[keep], folds[keep]
-            w = None if w is None else w[keep]
+        ok = _finite_rows(X, y, w)
+        keep = ok if keep is None else keep if ok is None else keep & ok
+    if keep is not None and not keep.all():
+        X, y, folds = X[keep], y[keep], folds[keep]
+        w = None if w is None else w[keep]
+    if X.shape[0] == 0:  # every row dropped (washout, or NaN rows skipped)
+        return
     if plan.n_classes:
         target, _ = code_targets(y, spec.classes or tuple(range(plan.n_classes)))
     else:
         target = y.reshape(X.shape[0], -1).astype(np.float64)
-    tally = plan.empty()
     _, M, T = plan.shape
     step = max(1, PREDICTION_BUDGET // max(M * T, 1))
     for k in np.unique(folds):
@@ -208,7 +251,6 @@ def metric_chunk(
                 tally.add_rows(int(k), target[rows], P, wk, norm)
             else:
                 tally.add_rows(int(k), target[rows], P, wk)
-    return tally
 
 
 # ---------------------------------------------------------------------- the pass (the hook)
@@ -280,7 +322,17 @@ def metric_pass(
     scheduler: Any = None,
     window: int | None = None,
 ) -> Tally:
-    """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model."""
+    """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model.
+
+    With a stateful feature map in ``spec`` the rows are mapped by the lanes of the
+    statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order.
+    """
+    if spec.features is not None and spec.features.stateful:
+        from .metric_lanes import metric_pass_lanes
+
+        return metric_pass_lanes(
+            source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window
+        )
     return run_tally_pass(
         source,
         metric_chunk,

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import streamridge as sr
-from streamridge.errors import ParameterError
-from streamridge.features import EchoStateNetwork, Nystroem, RandomHidden
+from streamridge.features import Nystroem, RandomHidden
 
 ALPHAS = np.logspace(-3, 3, 7)
 
@@ -27,12 +26,6 @@ def test_scoring_with_a_map_equals_transform_then_score(rng, fmap, scoring):
     assert mapped.alpha_ == plain.alpha_
     assert np.ptp(np.mean(mapped.cv_scores_, axis=1)) > 1e-3  # the lambdas really score differently
     np.testing.assert_allclose(mapped.predict(X), plain.predict(F), rtol=1e-10, atol=1e-10)
-
-
-def test_scoring_with_a_stateful_map_is_refused(rng):
-    X = rng.standard_normal((60, 2))
-    with pytest.raises(ParameterError, match="carries state along a series"):
-        sr.StreamRidgeCV(ALPHAS, cv=3, scoring="r2", features=EchoStateNetwork(5)).fit(X, X[:, 0])
 
 
 def test_scoring_with_a_map_skips_nonfinite_rows_as_the_statistics_pass(rng):

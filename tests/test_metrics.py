@@ -433,9 +433,10 @@ def test_confusion_and_per_class_error_at_the_chosen_lambda(rng):
     np.testing.assert_allclose(score_summary(m)["per_class_error"], expect, rtol=1e-12)
 
 
-@pytest.mark.parametrize("setup", ["groups", "skip_nonfinite"])
+@pytest.mark.parametrize("setup", ["groups", "skip_nonfinite", "a_chunk_all_nonfinite"])
 def test_metric_pass_folds_follow_the_statistics_pass(rng, setup):
-    """Leave-one-group-out folds and skipped non-finite rows: scores equal refits on the same folds and rows."""
+    """Leave-one-group-out folds and skipped non-finite rows (also every row of a chunk): scores equal refits
+    on the same folds and rows."""
     X, Y = regression_data(rng, M=160)
     y = Y[:, 0].copy()
     groups = None
@@ -445,6 +446,8 @@ def test_metric_pass_folds_follow_the_statistics_pass(rng, setup):
     else:
         X[[3, 77]] = np.nan
         y[100] = np.inf
+        if setup == "a_chunk_all_nonfinite":
+            X[50:100, 1] = np.nan
         m = sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2", skip_nonfinite=True, chunk_rows=50).fit(X, y)
     folds = FoldScheme.from_dict(m.stats_.meta["scheme"]).assign(0, len(X), groups)
     keep = np.isfinite(X).all(axis=1) & np.isfinite(y)
@@ -519,14 +522,6 @@ def test_alpha_per_target_by_metric_equals_reference(rng):
         for t in range(3)
     ]
     np.testing.assert_array_equal(m.alpha_, expect)
-
-
-def test_combinations_not_supported_yet_are_refused(rng):
-    from streamridge.features import Delays
-
-    X, Y = regression_data(rng, M=60)
-    with pytest.raises(ParameterError, match="cannot yet apply a feature map"):
-        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2", features=Delays(2)).fit(X, Y[:, 0])
 
 
 def test_scoring_chooses_lambda_for_the_chosen_prefix(rng):
