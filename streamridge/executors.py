@@ -105,6 +105,43 @@ def reduce_partitions(
     return run(task, args, n, merge, sched, first, stack, window, on_done or (lambda i, s: None), name_error)
 
 
+#: modules whose frames in a traceback mean "failed while reading or decoding the data"
+_READING_MODULES = (
+    "zarr", "numcodecs", "h5py", "fsspec", "s3fs", "gcsfs", "aiohttp", "dask", "zstandard", "backports", "compression",
+    "streamridge.sources",
+)
+
+
+def raised_reading(exc: BaseException) -> bool:
+    """Whether ``exc`` failed a read: an ``OSError``, or raised inside the storage, codec or dask layers.
+
+    Judged from the traceback where it is raised (:func:`call_task` marks it
+    there, since a traceback does not survive the trip from a worker process).
+    """
+    if isinstance(exc, OSError) or getattr(exc, "streamridge_read", False):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        name = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if any(name == mod or name.startswith(mod + ".") for mod in _READING_MODULES):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def call_task(task: Callable[..., Any], *args: Any) -> Any:
+    """``task(*args)`` on a worker; an exception raised by a read is marked so before it travels."""
+    try:
+        return task(*args)
+    except Exception as exc:
+        if not isinstance(exc, StreamRidgeError) and raised_reading(exc):
+            try:
+                exc.streamridge_read = True  # type: ignore[attr-defined]  # kept by pickle (instance dict)
+            except AttributeError:  # pragma: no cover - an exception type without a __dict__
+                pass
+        raise
+
+
 def _named(name_error: Callable[[int, Exception], Exception] | None, i: int, exc: Exception) -> Exception:
     if isinstance(exc, StreamRidgeError) or name_error is None:
         return exc
@@ -135,7 +172,7 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
     try:
         if sched.kind == "sync" or n - first <= 0:
             for i in range(first, n):
-                finish(i, lambda i=i: task(*args(i)))
+                finish(i, lambda i=i: call_task(task, *args(i)))
             return reducer.fold()
         if sched.kind == "processes":
             ctx = multiprocessing.get_context("spawn")
@@ -146,7 +183,7 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
         nxt = first
         for i in range(first, n):
             while nxt < n and nxt < i + window:
-                pending[nxt] = pool.submit(task, *args(nxt))
+                pending[nxt] = pool.submit(call_task, task, *args(nxt))
                 nxt += 1
             finish(i, pending.pop(i).result)
     finally:
@@ -173,7 +210,7 @@ def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done,
     try:
         for i in range(first, n):
             while nxt < n and nxt < i + window:
-                pending[nxt] = client.submit(task, *args(nxt), pure=False, priority=-nxt)
+                pending[nxt] = client.submit(call_task, task, *args(nxt), pure=False, priority=-nxt)
                 nxt += 1
             fut = pending.pop(i)
             # waits through the future's own client (distributed.wait uses the default client: inside a

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InputError, NonFiniteError, SchedulerError, SourceError, StreamRidgeError
+from .errors import InputError, NonFiniteError, SchedulerError, SourceError
 from .folds import FoldScheme
 from .stats import FoldStats, merge
 
@@ -439,12 +439,24 @@ def _readers_of(source: Any) -> tuple[dict[str, Any], int]:
     return {role: None if getattr(source, role, None) is None else DaskReader(getattr(source, role)) for role in ("X", "y", "groups", "sample_weight")}, 0
 
 
-def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> StreamRidgeError:
+def _chunk_error(exc: Exception, source: Any, start: int, m: int, i: int) -> Exception:
+    """The error of a failed partition task, named by its rows.
+
+    A failure while reading or decoding (an ``OSError``, or raised inside the
+    storage, codec or dask layers) becomes a one-line :class:`SourceError`
+    naming the partition and its rows; any other exception is not blamed on
+    the data: it is returned as it is, with the partition noted on it.
+    """
     lines = str(exc).strip().splitlines()
     what = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
     where = f"partition {i} (rows {start}-{start + m - 1}) of {getattr(source, 'description', 'the data')}"
     if type(exc).__module__.startswith("distributed"):
         return SchedulerError(f"the dask cluster failed on {where}: {what}")
+    from .executors import raised_reading
+
+    if not raised_reading(exc):
+        exc.add_note(f"streamridge: raised by the task of {where}")
+        return exc
     return SourceError(f"cannot read {where}: {what}; the stored chunk may be corrupted or truncated")
 
 

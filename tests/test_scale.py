@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,7 +192,7 @@ def test_incompatible_shards_refused(rng: np.random.Generator) -> None:
 
 
 @pytest.mark.parametrize("how", ["garbage", "truncated"])
-@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
 def test_corrupted_chunk_names_the_chunk(
     tmp_path: Path, rng: np.random.Generator, how: str, scheduler: str
 ) -> None:
@@ -200,6 +201,43 @@ def test_corrupted_chunk_names_the_chunk(
     with pytest.raises(SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr") as info:
         accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
     assert "\n" not in str(info.value)
+
+
+def _buggy_kernel_add(self: Any, *args: Any) -> None:
+    raise IndexError("a bug in the kernel")
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_bug_in_a_task_is_not_blamed_on_the_data(
+    tmp_path: Path, rng: np.random.Generator, scheduler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception raised outside the reading layers keeps its type and names the partition in a note;
+    it is not reported as a corrupted stored chunk (the data are fine)."""
+    from streamridge import stream
+
+    store, *_ = make_store(tmp_path / "good.zarr", rng, 4000, 6, chunk_rows=500)
+    monkeypatch.setattr(stream.StatsKernel, "add", _buggy_kernel_add)
+    with pytest.raises(IndexError, match="a bug in the kernel") as info:
+        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
+    assert not isinstance(info.value, SourceError)
+    assert any("partition 0 (rows 0-" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_read_errors_are_marked_where_they_are_raised() -> None:
+    """A worker process's exception loses its traceback on the way back: call_task marks a read failure
+    before it travels, and the mark survives pickling."""
+    import pickle
+
+    from streamridge.executors import call_task, raised_reading
+
+    codec: dict[str, Any] = {"__name__": "numcodecs.fake"}  # a function whose frame is in a codec module
+    exec("def decode():\n    raise RuntimeError('bad frame')", codec)
+    with pytest.raises(RuntimeError) as info:
+        call_task(codec["decode"])
+    assert raised_reading(pickle.loads(pickle.dumps(info.value)))
+    with pytest.raises(IndexError) as info2:
+        call_task(_buggy_kernel_add, None)
+    assert not raised_reading(pickle.loads(pickle.dumps(info2.value)))
 
 
 def test_corrupted_chunk_cli_one_line_no_files(tmp_path: Path, rng: np.random.Generator) -> None:
