@@ -7,6 +7,7 @@ Usage::
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
     python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
+    python scripts/bench_features.py --only-map --baseline old_lockstep.py   # (c) also with a copy of an older step loop
 
 Measured in one run on the same data (raw inputs: 2 float32 columns, one target, series ids):
 
@@ -64,9 +65,12 @@ def best(fn, repeats: int, clock=time.perf_counter) -> float:
 
 
 def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
-    """(c) alone: the map, its products, the map with a new output per group, and tanh alone (CPU time)."""
+    """(c) alone: the map, its products, the map with a new output per group, and tanh alone (CPU time);
+    with ``--baseline`` the map and its products are timed alternately with the baseline step loop."""
     cpu = time.thread_time
     with threadpool_limits(1):
+        if args.baseline:
+            _report_baseline(fmap, u, g, args)
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats, cpu)
         t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats, cpu)
         t_fresh = best(lambda: _map_alone(fmap, u, g, args.chunk_rows, reuse=False), args.repeats, cpu)
@@ -76,6 +80,30 @@ def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
           f"{len(u) / t_alone:,.0f} rows/s")
     print(f"    new output array per group   {t_fresh:8.3f} s; ratio {t_fresh / t_gemm:.2f}")
     print(f"    tanh alone of {values:,} values {t_tanh:.3f} s ({t_tanh / values * 1e9:.2f} ns each; {t_tanh / t_gemm:.2f} of the products)")
+
+
+def _report_baseline(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
+    """The map with this tree's step loop, the baseline's (a copy of an older ``_lockstep.py``) and the products,
+    alternated ``--repeats`` times (CPU time, best of each): ratios to the products and new vs old."""
+    import importlib.util
+
+    from streamridge.features import _reservoir
+
+    spec = importlib.util.spec_from_file_location("baseline_lockstep", args.baseline)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    new_run = _reservoir.run_series
+    times: dict[str, list[float]] = {"new": [], "old": [], "gemm": []}
+    for _ in range(args.repeats):
+        for name in times:
+            _reservoir.run_series = old.run_series if name == "old" else new_run
+            t0 = time.thread_time()
+            _matmul_cost(fmap, u, g, args.chunk_rows) if name == "gemm" else _map_alone(fmap, u, g, args.chunk_rows)
+            times[name].append(time.thread_time() - t0)
+        _reservoir.run_series = new_run
+    t_new, t_old, t_gemm = (min(times[n]) for n in ("new", "old", "gemm"))
+    print(f"(c) alternated x{args.repeats}, CPU: new {t_new:.3f} s, old {t_old:.3f} s, GEMMs {t_gemm:.3f} s; "
+          f"ratio new {t_new / t_gemm:.3f}, old {t_old / t_gemm:.3f}; new vs old {t_old / t_new:.3f}x; load {os.getloadavg()[0]:.1f}")
 
 
 def _tanh_cost(fmap, u: np.ndarray) -> None:
@@ -96,6 +124,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
+    ap.add_argument("--baseline", default=None, help="with --only-map: a copy of an older _lockstep.py to time alternately")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench_features_")
     fmap = EchoStateNetwork(args.units, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)

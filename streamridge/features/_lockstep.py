@@ -5,15 +5,19 @@ sorted by length (longest first), so the ``k`` series still running at a step ar
 the first ``k``.  The steps are processed in blocks over which ``k`` does not change,
 each held in a small buffer of shape ``(steps, k, units)`` (two buffers, reused, so
 they stay in cache and are never first-touched again): per block one GEMM computes
-the input terms ``W_in u + b`` of all its rows, then per step one GEMM ``X @ W'`` of
-the ``(k, units)`` states is added in place and ``tanh`` applied in place, and at
-the end of the block every series' rows are copied to the output (one contiguous
-slice per series).
+the input terms ``W_in u + b`` of all its rows (``[u, 1] @ [W_in'; b]``: the bias comes
+with the product), then per step one GEMM ``X @ W'`` of the ``(k, units)`` states is
+added in place and ``tanh`` applied in place, and at the end of the block every series'
+rows are copied to the output (one contiguous slice per series).  With a leak rate
+``a < 1`` a step adds two calls: ``C *= a`` and ``C += (1 - a) X`` (one BLAS ``daxpy``,
+:func:`streamridge.blas_nogil.axpy_update`; NumPy's two calls where it is unavailable).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ..blas_nogil import axpy_update
 
 #: bytes of one block buffer (two alternate: the last states of one block are the previous states of the next)
 BLOCK_BYTES = 1 << 20
@@ -65,13 +69,14 @@ def run_series(
     units = out.shape[1]
     size = max(len(order), BLOCK_BYTES // (8 * max(1, units)))
     buffers = (np.empty(size * units), np.empty(size * units))
-    tmp = np.empty((len(order), units))
+    U = np.empty((inputs.shape[0], inputs.shape[1] + 1))  # [u, 1]: the bias added by the input GEMM
+    U[:, :-1], U[:, -1] = inputs, 1.0
+    W_in = np.vstack([weights[0].T, weights[1]])
     for b, (t0, t1, k) in enumerate(_blocks(lengths, size)):
         Z = buffers[b % 2][: (t1 - t0) * k * units].reshape(t1 - t0, k, units)
         rows = starts[None, :k] + np.arange(t0, t1)[:, None]  # rows[i, s]: step t0 + i of series s
-        np.matmul(inputs[rows.reshape(-1)], weights[0].T, out=Z.reshape(-1, units))
-        Z += weights[1]
-        X = _steps(Z, X[:k], weights[2], a, tmp[:k])
+        np.matmul(U[rows.reshape(-1)], W_in, out=Z.reshape(-1, units))
+        X = _steps(Z, np.ascontiguousarray(X[:k]), weights[2], a)
         if t1 - t0 >= MIN_SLICE_STEPS:
             for j, r in enumerate(starts[:k].tolist()):
                 out[r + t0 : r + t1] = Z[:, j]
@@ -96,20 +101,41 @@ def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, tmp: np.ndarray) -> np.ndarray:
-    """Run the steps of one block in place: ``Z`` (steps, k, units) holds their input terms on entry and
-    their states on return; ``X`` (k, units) is the state before the block.  Returns the last state (a view of ``Z``)."""
+def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float) -> np.ndarray:
+    """Run the steps of one block in place: ``Z`` (steps, k, units), C-contiguous, holds their input terms on
+    entry and their states on return; ``X`` (k, units), C-contiguous, is the state before the block.
+    Returns the last state (a view of ``Z``)."""
+    dot, add, tanh = np.dot, np.add, np.tanh  # bound once: a step is ~15-25 us, a lookup ~0.05 us
+    tmp = np.empty_like(X)
+    lhs, out = (X[0], tmp[0]) if X.shape[0] == 1 else (X, tmp)  # one series: a GEMV
+    if a == 1.0:
+        for C in Z:
+            dot(lhs, WT, out)
+            add(C, tmp, C)
+            tanh(C, C)
+            lhs = C[0] if X.shape[0] == 1 else C
+        return Z[-1]
+    return _leaky_steps(Z, X, WT, a, tmp)
+
+
+def _leaky_steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, tmp: np.ndarray) -> np.ndarray:
+    """:func:`_steps` with a leak rate ``a < 1``: ``C = a tanh(C + X W') + (1 - a) X`` per step."""
+    dot, add, tanh, multiply = np.dot, np.add, np.tanh, np.multiply
+    axpy = axpy_update(X.size, 1.0 - a)  # C += (1 - a) X in one call; None: NumPy's two calls
     single = X.shape[0] == 1
-    for C in Z:
+    base, stride, x = Z.ctypes.data, Z.strides[0], X.ctypes.data  # addresses of C-contiguous X and Z[i]
+    for c, C in zip(range(base, base + len(Z) * stride, stride), Z):
         if single:
-            np.dot(X[0], WT, out=tmp[0])
+            dot(X[0], WT, tmp[0])
         else:
-            np.dot(X, WT, out=tmp)
-        np.add(C, tmp, out=C)
-        np.tanh(C, out=C)
-        if a != 1.0:
-            np.multiply(C, a, out=C)
-            np.multiply(X, 1.0 - a, out=tmp)
-            np.add(C, tmp, out=C)
-        X = C
+            dot(X, WT, tmp)
+        add(C, tmp, C)
+        tanh(C, C)
+        multiply(C, a, C)
+        if axpy is None:
+            multiply(X, 1.0 - a, tmp)
+            add(C, tmp, C)
+        else:
+            axpy(x, c)
+        X, x = C, c
     return X
