@@ -14,12 +14,6 @@ Two updates serve the pass's kernel (:mod:`streamridge.kernel`) and the solve st
 
 * :func:`syrk_upper` -- ``C += A' A`` on the upper triangle of a Fortran-ordered ``C``;
 * :func:`gemm_tn` -- ``C += alpha B' A`` for a Fortran-ordered ``C``.
-
-One more serves the reservoir's step loop (:mod:`streamridge.features._lockstep`), which calls
-it once per time step on small arrays, so its arguments are bound once and each call passes
-two addresses only:
-
-* :func:`axpy_update` -- ``y += alpha x`` over n contiguous values.
 """
 
 from __future__ import annotations
@@ -53,13 +47,15 @@ def _pointer(name: str) -> Any:
     return address or None
 
 
-def _load(name: str, n_args: int) -> Callable[..., None] | None:
-    address = _pointer(name)
+def _load() -> tuple[Callable[..., None] | None, Callable[..., None] | None]:
+    syrk_address, gemm_address = _pointer("dsyrk"), _pointer("dgemm")
     # Fortran BLAS: every argument by reference
-    return None if address is None else ctypes.CFUNCTYPE(None, *([_P] * n_args))(address)
+    syrk = None if syrk_address is None else ctypes.CFUNCTYPE(None, *([_P] * 10))(syrk_address)
+    gemm = None if gemm_address is None else ctypes.CFUNCTYPE(None, *([_P] * 13))(gemm_address)
+    return syrk, gemm
 
 
-_dsyrk, _dgemm, _daxpy = _load("dsyrk", 10), _load("dgemm", 13), _load("daxpy", 6)
+_dsyrk, _dgemm = _load()
 
 
 def _f64(*arrays: np.ndarray) -> bool:
@@ -114,25 +110,3 @@ def gemm_tn(B: np.ndarray, A: np.ndarray, C: np.ndarray, alpha: float = 1.0) -> 
     _dgemm(_NOTRANS, _TRANS, ctypes.byref(ti), ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(a),
            B.ctypes.data, ctypes.byref(ti), A.ctypes.data, ctypes.byref(ni), ctypes.byref(_ONE), C.ctypes.data,
            ctypes.byref(ti))
-
-
-def _bound(*values: Any) -> tuple[list[Any], list[ctypes.c_void_p]]:
-    """ctypes scalars for ``values`` (int -> c_int, float -> c_double, bytes -> char) and their addresses."""
-    keep = [ctypes.c_int(v) if isinstance(v, int) else ctypes.c_double(v) if isinstance(v, float) else ctypes.c_char_p(v) for v in values]
-    refs = [ctypes.c_void_p(ctypes.cast(c, ctypes.c_void_p).value) if isinstance(c, ctypes.c_char_p) else ctypes.c_void_p(ctypes.addressof(c)) for c in keep]
-    return keep, refs
-
-
-def axpy_update(n: int, alpha: float) -> Callable[[int, int], None] | None:
-    """A function ``f(x, y)`` doing ``y += alpha x`` over ``n`` contiguous float64 values given by address
-    (None where the BLAS pointer is unavailable)."""
-    if _daxpy is None:
-        return None
-    keep, (ni, a, inc) = _bound(n, float(alpha), 1)
-    axpy = _daxpy
-
-    def update(x: int, y: int) -> None:
-        axpy(ni, a, x, inc, y, inc)
-
-    update.keep = keep  # type: ignore[attr-defined]
-    return update

@@ -151,20 +151,6 @@ def test_blas_updates_in_place(monkeypatch, fallback):
         np.testing.assert_allclose(D, D0 + B.T @ A, rtol=1e-13, atol=1e-12)
 
 
-def test_axpy_update_adds_a_multiple_in_place():
-    """axpy_update (ctypes daxpy, arguments bound once, addresses per call): y += alpha x over n values only."""
-    from streamridge import blas_nogil
-
-    rng = np.random.default_rng(4)
-    x, y = rng.standard_normal(50), rng.standard_normal(50)
-    y0 = y.copy()
-    update = blas_nogil.axpy_update(40, 0.35)
-    assert update is not None
-    update(x.ctypes.data, y.ctypes.data)
-    np.testing.assert_allclose(y[:40], y0[:40] + 0.35 * x[:40], rtol=1e-15, atol=1e-15)
-    assert np.array_equal(y[40:], y0[40:])
-
-
 def test_blas_updates_release_the_gil():
     """While syrk_upper runs, another Python thread keeps running.
 

@@ -8,16 +8,17 @@ they stay in cache and are never first-touched again): per block one GEMM comput
 the input terms ``W_in u + b`` of all its rows (``[u, 1] @ [W_in'; b]``: the bias comes
 with the product), then per step one GEMM ``X @ W'`` of the ``(k, units)`` states is
 added in place and ``tanh`` applied in place, and at the end of the block every series'
-rows are copied to the output (one contiguous slice per series).  With a leak rate
-``a < 1`` a step adds two calls: ``C *= a`` and ``C += (1 - a) X`` (one BLAS ``daxpy``,
-:func:`streamridge.blas_nogil.axpy_update`; NumPy's two calls where it is unavailable).
+rows are copied to the output (one contiguous slice per series).
+
+Measured (docs/benchmarks.md, section 7): per step of 8 series x 200 units the GEMM
+takes ~12 us and tanh of the 1,600 values 1.5-3 us (0.84-1.7 ns a value, by machine);
+the two or three other calls ~0.5 us each.  A BLAS GEMM with beta = 1 into ``C``
+through ctypes (no addition) and a ctypes ``daxpy`` for the leak were not faster.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from ..blas_nogil import axpy_update
 
 #: bytes of one block buffer (two alternate: the last states of one block are the previous states of the next)
 BLOCK_BYTES = 1 << 20
@@ -102,40 +103,21 @@ def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
 
 
 def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float) -> np.ndarray:
-    """Run the steps of one block in place: ``Z`` (steps, k, units), C-contiguous, holds their input terms on
-    entry and their states on return; ``X`` (k, units), C-contiguous, is the state before the block.
-    Returns the last state (a view of ``Z``)."""
-    dot, add, tanh = np.dot, np.add, np.tanh  # bound once: a step is ~15-25 us, a lookup ~0.05 us
+    """Run the steps of one block in place: ``Z`` (steps, k, units) holds their input terms on entry and
+    their states on return; ``X`` (k, units) is the state before the block.  Returns the last state (a view of ``Z``)."""
+    dot, add, tanh, multiply = np.dot, np.add, np.tanh, np.multiply  # bound once, positional out: fewer lookups per step
     tmp = np.empty_like(X)
-    lhs, out = (X[0], tmp[0]) if X.shape[0] == 1 else (X, tmp)  # one series: a GEMV
-    if a == 1.0:
-        for C in Z:
-            dot(lhs, WT, out)
-            add(C, tmp, C)
-            tanh(C, C)
-            lhs = C[0] if X.shape[0] == 1 else C
-        return Z[-1]
-    return _leaky_steps(Z, X, WT, a, tmp)
-
-
-def _leaky_steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, tmp: np.ndarray) -> np.ndarray:
-    """:func:`_steps` with a leak rate ``a < 1``: ``C = a tanh(C + X W') + (1 - a) X`` per step."""
-    dot, add, tanh, multiply = np.dot, np.add, np.tanh, np.multiply
-    axpy = axpy_update(X.size, 1.0 - a)  # C += (1 - a) X in one call; None: NumPy's two calls
-    single = X.shape[0] == 1
-    base, stride, x = Z.ctypes.data, Z.strides[0], X.ctypes.data  # addresses of C-contiguous X and Z[i]
-    for c, C in zip(range(base, base + len(Z) * stride, stride), Z):
+    single = X.shape[0] == 1  # one series: a GEMV
+    for C in Z:
         if single:
             dot(X[0], WT, tmp[0])
         else:
             dot(X, WT, tmp)
         add(C, tmp, C)
         tanh(C, C)
-        multiply(C, a, C)
-        if axpy is None:
+        if a != 1.0:
+            multiply(C, a, C)
             multiply(X, 1.0 - a, tmp)
             add(C, tmp, C)
-        else:
-            axpy(x, c)
-        X, x = C, c
+        X = C
     return X
