@@ -17,7 +17,10 @@ partitions (:mod:`streamridge.stream_lanes`).
   a series first runs the map over the W rows before it (from rest) and discards them.
 
 A lane task reads its chunks one at a time (memory of one chunk, whatever the
-lane's length), maps them, and returns the merged statistics of the lane.
+lane's length), maps them, and returns the merged statistics of the lane.  With one
+fold per series (``cv="groups"``) a group of lanes returns the folds of its own series
+only (:func:`lane_scheme`); the pass spreads the merged result over all folds at the
+end (:func:`all_folds`).
 This module is the only place the pass knows about feature maps
 (:func:`streamridge.stream.accumulate` uses :class:`MappedKernel`;
 :mod:`streamridge.stream_lanes` calls :func:`lane_calls` and :func:`lane_task`).
