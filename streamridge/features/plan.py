@@ -196,7 +196,7 @@ def _group_values(scheme: Any, heads: np.ndarray, ids: np.ndarray, bounds: list[
 
 def lane_scheme(scheme: Any, group_values: tuple[Any, ...] | None) -> Any:
     """The fold scheme of a lane group's statistics: with one fold per series, the folds of its own
-    series only (a twentieth of the memory and transfer with 64 series in groups of 8; merged by series id,
+    series only (an eighth of the memory and transfer with 64 series in groups of 8; merged by series id,
     :func:`streamridge.stats.merge`), else the pass's scheme."""
     if group_values is None or scheme.kind != "logo" or not group_values:
         return scheme
