@@ -7,6 +7,8 @@ Usage::
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
     python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
+    python scripts/bench_features.py --only-map --baseline old_lockstep.py   # (c) also with a copy of an older step loop
+    python scripts/bench_features.py --lane-results --series 64 --steps 3125 --chunk-rows 3125   # (f) alone
 
 Measured in one run on the same data (raw inputs: 2 float32 columns, one target, series ids):
 
@@ -22,6 +24,9 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
                   of the one thread (BLAS limited to 1 thread), less disturbed by other processes than wall time;
   (d) workers     the map pass on 1 worker (sync, BLAS on 1 thread) vs the threaded scheduler (all cores;
                   series run in parallel).
+  (f) lane results  with cv="groups", the lane-group tasks run in this process and their results merged by the
+                  pass's tree: each group's statistics over its own series' folds vs over all folds (alternated;
+                  CPU time of the tasks and of the merges, and the bytes of the pickled results a cluster moves).
 """
 
 from __future__ import annotations
@@ -64,9 +69,12 @@ def best(fn, repeats: int, clock=time.perf_counter) -> float:
 
 
 def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
-    """(c) alone: the map, its products, the map with a new output per group, and tanh alone (CPU time)."""
+    """(c) alone: the map, its products, the map with a new output per group, and tanh alone (CPU time);
+    with ``--baseline`` the map and its products are timed alternately with the baseline step loop."""
     cpu = time.thread_time
     with threadpool_limits(1):
+        if args.baseline:
+            _report_baseline(fmap, u, g, args)
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats, cpu)
         t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats, cpu)
         t_fresh = best(lambda: _map_alone(fmap, u, g, args.chunk_rows, reuse=False), args.repeats, cpu)
@@ -76,6 +84,30 @@ def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
           f"{len(u) / t_alone:,.0f} rows/s")
     print(f"    new output array per group   {t_fresh:8.3f} s; ratio {t_fresh / t_gemm:.2f}")
     print(f"    tanh alone of {values:,} values {t_tanh:.3f} s ({t_tanh / values * 1e9:.2f} ns each; {t_tanh / t_gemm:.2f} of the products)")
+
+
+def _report_baseline(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
+    """The map with this tree's step loop, the baseline's (a copy of an older ``_lockstep.py``) and the products,
+    alternated ``--repeats`` times (CPU time, best of each): ratios to the products and new vs old."""
+    import importlib.util
+
+    from streamridge.features import _reservoir
+
+    spec = importlib.util.spec_from_file_location("baseline_lockstep", args.baseline)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    new_run = _reservoir.run_series
+    times: dict[str, list[float]] = {"new": [], "old": [], "gemm": []}
+    for _ in range(args.repeats):
+        for name in times:
+            _reservoir.run_series = old.run_series if name == "old" else new_run
+            t0 = time.thread_time()
+            _matmul_cost(fmap, u, g, args.chunk_rows) if name == "gemm" else _map_alone(fmap, u, g, args.chunk_rows)
+            times[name].append(time.thread_time() - t0)
+        _reservoir.run_series = new_run
+    t_new, t_old, t_gemm = (min(times[n]) for n in ("new", "old", "gemm"))
+    print(f"(c) alternated x{args.repeats}, CPU: new {t_new:.3f} s, old {t_old:.3f} s, GEMMs {t_gemm:.3f} s; "
+          f"ratio new {t_new / t_gemm:.3f}, old {t_old / t_gemm:.3f}; new vs old {t_old / t_new:.3f}x; load {os.getloadavg()[0]:.1f}")
 
 
 def _tanh_cost(fmap, u: np.ndarray) -> None:
@@ -89,6 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--map", choices=("esn", "random_hidden"), default="esn")
     ap.add_argument("--units", type=int, default=200)
+    ap.add_argument("--leak-rate", type=float, default=1.0, help="ESN leak rate (below 1: the leaky step loop)")
     ap.add_argument("--series", type=int, default=16)
     ap.add_argument("--steps", type=int, default=12_500)
     ap.add_argument("--chunk-rows", type=int, default=12_500)
@@ -96,9 +129,11 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
+    ap.add_argument("--lane-results", action="store_true", help="(f) only: lane groups' results, own folds vs all folds")
+    ap.add_argument("--baseline", default=None, help="with --only-map: a copy of an older _lockstep.py to time alternately")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench_features_")
-    fmap = EchoStateNetwork(args.units, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)
+    fmap = EchoStateNetwork(args.units, leak_rate=args.leak_rate, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)
     u, y, g = make_raw(args.series, args.steps)
     raw = write_zarr(os.path.join(root, "raw.zarr"), u, y, g, chunk_rows=args.chunk_rows)
     fmap = fmap.fit(u)
@@ -107,6 +142,9 @@ def main() -> None:
 
     if args.only_map:
         _report_map_alone(fmap, u, g, args)
+        return
+    if args.lane_results:
+        _report_lane_results(est, raw, args)
         return
     t_map = best(lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats)
     with threadpool_limits(1):  # one worker with one BLAS thread, as each threaded worker has
@@ -162,6 +200,42 @@ def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
             out.append(best(run, repeats))
             print(f"    {n} worker(s): {out[-1]:.2f} s (best of {repeats}), load {os.getloadavg()[0]:.1f}")
     return out[0], out[1]
+
+
+def _report_lane_results(est: dict, raw: str, args) -> None:
+    """(f): lane-group tasks and their merge tree in this process (1 BLAS thread), each group's statistics over
+    its own series' folds ("own") or over all folds ("all", as before), alternated; CPU time, best of repeats."""
+    import pickle
+
+    from streamridge import stream_lanes
+    from streamridge.features import plan
+    from streamridge.sources import open_source
+
+    model = sr.StreamRidgeCV(**est)
+    model.compute_stats(raw, groups="groups")  # the fitted map and the pass's spec
+    src = open_source(raw, groups="groups", chunk_rows=args.chunk_rows)
+    starts = np.concatenate([[0], np.cumsum(src.X.chunks[0])[:-1]]).astype(np.int64)
+    calls = plan.lane_calls(src, model._spec, starts, 0, stream_lanes._block)
+    own = plan.lane_scheme
+    times: dict[str, list[tuple[float, float]]] = {"all": [], "own": []}
+    with threadpool_limits(1):
+        for _ in range(args.repeats):
+            for mode in times:
+                plan.lane_scheme = own if mode == "own" else (lambda scheme, values: scheme)
+                t0 = time.process_time()
+                level = [plan.lane_task(*call[1]) for call in calls]
+                t1 = time.process_time()
+                size = sum(len(pickle.dumps(r)) for r in level)
+                t2 = time.process_time()
+                while len(level) > 1:
+                    level = [plan.merge_lanes(*level[i : i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+                plan.all_folds(level[0], model._spec)
+                times[mode].append((t1 - t0, time.process_time() - t2))
+                print(f"    {mode} folds: {len(calls)} lane-group results of {size / 1e6:.1f} MB pickled in all", flush=True)
+    plan.lane_scheme = own
+    for mode, v in times.items():
+        print(f"(f) {mode} folds: lane-group tasks CPU {min(t for t, _ in v):.3f} s, merge tree CPU {min(m for _, m in v):.3f} s "
+              f"(best of {args.repeats}); load {os.getloadavg()[0]:.1f}")
 
 
 def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:

@@ -116,7 +116,7 @@ class Checkpointer:
         try:
             stats = load_stats(self.path)
             info = stats.meta.get("checkpoint", {})
-            partials = _load_partials(self.path, info.get("levels", []))
+            partials = _load_partials(self.path, info.get("levels", []), info.get("schemes"))
             done = int(info["partitions_done"])
         except (ModelFileError, KeyError, ValueError, OSError) as exc:
             raise CheckpointError(
@@ -149,6 +149,7 @@ class Checkpointer:
             "fingerprint": fp,
             "partitions_done": int(partitions_done),
             "levels": [int(level) for level, _ in partials],
+            "schemes": [s.meta.get("scheme") for _, s in partials],  # a lane group's own folds (features/plan.py)
             "saved_at": time.time(),
         }
         meta = dict(total.meta, checkpoint=info, format="streamridge-stats", format_version=1)
@@ -158,9 +159,10 @@ class Checkpointer:
         self.saves += 1
 
 
-def _load_partials(path: Path, levels: list[int]) -> list[tuple[int, FoldStats]]:
+def _load_partials(path: Path, levels: list[int], schemes: list[Any] | None = None) -> list[tuple[int, FoldStats]]:
+    schemes = schemes or [None] * len(levels)
     with np.load(path, allow_pickle=False) as z:
         return [
-            (int(level), FoldStats.from_arrays([np.array(z[f"partial{j}_{a}"]) for a in _ARRAYS]))
-            for j, level in enumerate(levels)
+            (int(level), FoldStats.from_arrays([np.array(z[f"partial{j}_{a}"]) for a in _ARRAYS], None if sc is None else {"scheme": sc}))
+            for j, (level, sc) in enumerate(zip(levels, schemes))
         ]

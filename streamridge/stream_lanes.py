@@ -94,6 +94,7 @@ def accumulate_lanes(
                 ckpt.save(_final_stack(total), n, fp)
     finally:
         bar(None)
+    total = plan.all_folds(total, spec)  # lane groups' results hold their own series' folds
     width = spec.features.n_features_out_
     if total is None:
         total = FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, width, spec.n_targets)

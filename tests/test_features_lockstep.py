@@ -47,6 +47,24 @@ def test_packed_lockstep_equals_one_series_at_a_time(rng, monkeypatch, block_byt
     assert np.abs(ref[ends - 1] - X0).min() > 1e-6  # the states moved
 
 
+@pytest.mark.parametrize("lengths", [[1], [400], [400, 1, 57, 300]])
+def test_leaky_steps_one_series_and_several(rng, monkeypatch, lengths):
+    """Leak rate < 1 with one series (the GEMV path) and several, blocks of a few steps; the bias (folded into
+    the input GEMM as a column of ones) is non-zero."""
+    monkeypatch.setattr(lockstep, "BLOCK_BYTES", 7000)
+    units, n_in = 20, 2
+    ends = np.cumsum(lengths)
+    pos = ends - np.array(lengths)
+    inputs = rng.standard_normal((int(ends[-1]), n_in))
+    w_in, b, W = weights(rng, units, n_in)
+    X0 = rng.uniform(-0.5, 0.5, (len(pos), units))
+    ref = reference(inputs, pos, ends, w_in, b, W, 0.2, X0)
+    out = np.empty_like(ref)
+    finals = lockstep.run_series(inputs, pos, ends, (w_in, b, np.ascontiguousarray(W.T)), 0.2, X0, out)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(finals, ref[ends - 1], rtol=0, atol=1e-12)
+
+
 def test_single_series_gemv_path(rng):
     units, n_in = 30, 2
     inputs = rng.standard_normal((500, n_in))

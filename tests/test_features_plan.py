@@ -69,3 +69,51 @@ def test_slices_keep_the_row_named_in_errors(series, monkeypatch):
 def test_group_size(lanes, size):
     """At least LANE_GROUP lanes a task, more with many lanes (at least MIN_TASKS tasks), at most MAX_LANE_GROUP."""
     assert plan.group_size(lanes) == size
+
+
+@pytest.mark.parametrize("sched", ["sync", "threads"])
+def test_lane_groups_hold_their_own_folds_same_bits(rng, monkeypatch, sched):
+    """With cv="groups" a lane group's statistics hold the folds of its own series only; the pass's result
+    (aligned to all folds at the end) is bit for bit that of lane groups holding all the folds."""
+    lengths = [80, 40, 120, 40, 80, 40, 40, 120]  # every series starts a chunk of 40 rows: 8 lanes
+    X = rng.standard_normal((sum(lengths), 2))
+    g = np.repeat(np.arange(len(lengths))[::-1] * 3 + 1, lengths)  # ids not in row order
+    y = np.sin(np.cumsum(X[:, 0])) + 0.1 * rng.standard_normal(len(g))
+    monkeypatch.setattr(plan, "LANE_GROUP", 2)
+    monkeypatch.setattr(plan, "MAX_LANE_GROUP", 2)
+    seen = []
+    real_task = plan.lane_task
+
+    def task(lane, spec):
+        out = real_task(lane, spec)
+        seen.append((lane.group_values, out.n_folds, out.meta["scheme"]["group_values"]))
+        return out
+
+    monkeypatch.setattr(plan, "lane_task", task)
+    new = stats(X, y, g, scheduler=sched)
+    assert sorted(len(v) for v, n, _ in seen) == [2, 2, 2, 2]  # 8 series in groups of 2 lanes
+    assert all(n == len(v) and list(v) == sv for v, n, sv in seen)
+    monkeypatch.setattr(plan, "lane_scheme", lambda scheme, values: scheme)
+    old = stats(X, y, g, scheduler=sched)
+    assert new.n_folds == old.n_folds == len(lengths)
+    assert new.meta["scheme"] == old.meta["scheme"]
+    for name in STATS:
+        assert np.array_equal(getattr(new, name), getattr(old, name)), name
+
+
+def test_all_folds_places_a_subset_of_series_in_the_pass_folds(series):
+    """A result over some series only (the scheme names more) is spread over all folds; its meta is kept."""
+    from streamridge.folds import FoldScheme
+    from streamridge.stats import FoldStats
+
+    full = FoldScheme("logo", 4, group_values=(1, 4, 7, 10))
+    part = FoldStats.zeros(2, 1, 3, 1, {"scheme": FoldScheme("logo", 2, group_values=(4, 10)).to_dict(), "rows_seen": 9})
+    part.weight[:] = part.count[:] = [[2], [5]]
+    part.mean_x[:] = np.arange(6).reshape(2, 1, 3)
+    part.sxx[:] = 1.5
+    spec = type("Spec", (), {"scheme": full})()
+    total = plan.all_folds(part, spec)
+    assert total.n_folds == 4 and total.meta["rows_seen"] == 9 and total.meta["scheme"] == full.to_dict()
+    assert total.count[:, 0].tolist() == [0, 2, 0, 5]
+    assert np.array_equal(total.mean_x[[1, 3]], part.mean_x) and not total.mean_x[[0, 2]].any()
+    assert np.array_equal(total.sxx[[1, 3]], part.sxx) and not total.sxx[[0, 2]].any()

@@ -17,7 +17,10 @@ partitions (:mod:`streamridge.stream_lanes`).
   a series first runs the map over the W rows before it (from rest) and discards them.
 
 A lane task reads its chunks one at a time (memory of one chunk, whatever the
-lane's length), maps them, and returns the merged statistics of the lane.
+lane's length), maps them, and returns the merged statistics of the lane.  With one
+fold per series (``cv="groups"``) a group of lanes returns the folds of its own series
+only (:func:`lane_scheme`); the pass spreads the merged result over all folds at the
+end (:func:`all_folds`).
 This module is the only place the pass knows about feature maps
 (:func:`streamridge.stream.accumulate` uses :class:`MappedKernel`;
 :mod:`streamridge.stream_lanes` calls :func:`lane_calls` and :func:`lane_task`).
@@ -25,6 +28,7 @@ This module is the only place the pass knows about feature maps
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -97,10 +101,14 @@ class Lane:
 
 
 class LaneGroup:
-    """Consecutive lanes run by one task, their chunks taken in rounds (chunk r of every lane together)."""
+    """Consecutive lanes run by one task, their chunks taken in rounds (chunk r of every lane together).
 
-    def __init__(self, lanes: list[Lane]) -> None:
-        self.lanes = lanes
+    ``group_values``: the sorted series ids of the group's rows when the folds are one per series
+    (``cv="groups"``): the task's statistics then hold those folds only (:func:`lane_scheme`).
+    """
+
+    def __init__(self, lanes: list[Lane], group_values: tuple[Any, ...] | None = None) -> None:
+        self.lanes, self.group_values = lanes, group_values
         self.first, self.stop = lanes[0].first, lanes[-1].stop
 
 
@@ -149,7 +157,8 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
     fmap = spec.features
     fmap.check_width(int(source.X.shape[1]))
     offset = int(starts[0]) if len(starts) else 0
-    heads = series_runs(source.groups, starts)[0] if fmap.stateful else np.zeros(0, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    heads, ids = series_runs(source.groups, starts) if fmap.stateful else (empty, empty)
     lanes: list[Lane] = []
     for a, b, warm in plan_lanes(fmap, starts, offset + int(source.X.shape[0]), heads):
         if a < first < b:  # cannot happen: checkpoints are saved at lane ends of the same plan
@@ -165,8 +174,54 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
         lanes.append(Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init))
     if fmap.stateful and not getattr(fmap, "warmup", None):  # exact lanes: independent series, run together
         size = group_size(len(lanes))
-        return [((), (LaneGroup(lanes[i : i + size]), spec)) for i in range(0, len(lanes), size)]
+        groups = [lanes[i : i + size] for i in range(0, len(lanes), size)]
+        end = offset + int(source.X.shape[0])
+        bounds = [(int(starts[g[0].first]), int(starts[g[-1].stop]) if g[-1].stop < len(starts) else end) for g in groups]
+        values = _group_values(spec.scheme, heads, ids, bounds)
+        return [((), (LaneGroup(g, v), spec)) for g, v in zip(groups, values)]
     return [((), (lane, spec)) for lane in lanes]
+
+
+def _group_values(scheme: Any, heads: np.ndarray, ids: np.ndarray, bounds: list[tuple[int, int]]) -> list[tuple[Any, ...] | None]:
+    """Sorted series ids of the rows ``lo .. hi - 1`` of every ``(lo, hi)`` (folds one per series), else None each."""
+    if scheme.kind != "logo" or len(heads) == 0:
+        return [None] * len(bounds)
+    out: list[tuple[Any, ...] | None] = []
+    for lo, hi in bounds:
+        a = max(0, int(np.searchsorted(heads, lo, side="right")) - 1)  # the run holding row lo
+        b = int(np.searchsorted(heads, hi, side="left"))
+        out.append(tuple(np.unique(ids[a:b]).tolist()))
+    return out
+
+
+def lane_scheme(scheme: Any, group_values: tuple[Any, ...] | None) -> Any:
+    """The fold scheme of a lane group's statistics: with one fold per series, the folds of its own
+    series only (an eighth of the memory and transfer with 64 series in groups of 8; merged by series id,
+    :func:`streamridge.stats.merge`), else the pass's scheme."""
+    if group_values is None or scheme.kind != "logo" or not group_values:
+        return scheme
+    return dataclasses.replace(scheme, n_folds=len(group_values), group_values=group_values)
+
+
+def all_folds(total: Any, spec: Any) -> Any:
+    """The pass's result over all the scheme's folds (lane groups' results hold their own series' folds only).
+
+    Merging with empty statistics is exact (0 + x), so a fold's numbers are those of its lane group.
+    """
+    if total is None or spec.scheme.kind != "logo" or "scheme" not in total.meta:
+        return total
+    from ..stats import FoldStats, merge
+
+    full = spec.scheme.to_dict()
+    if total.meta["scheme"].get("group_values") != full["group_values"]:
+        meta, state = dict(total.meta), getattr(total, "features_state", None)
+        empty = FoldStats.zeros(spec.scheme.n_folds, total.n_classes, total.n_features, total.n_targets, {"scheme": full})
+        total = merge(empty, total)
+        total.meta = meta
+        if state is not None:
+            total.features_state = state  # type: ignore[attr-defined]
+    total.meta["scheme"] = full
+    return total
 
 
 def lane_task(lane: Lane | LaneGroup, spec: Any) -> Any:
@@ -277,6 +332,8 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
     fmap: FeatureMap = spec.features
     lanes = group.lanes
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
+    scheme = lane_scheme(spec.scheme, group.group_values)
+    spec = dataclasses.replace(spec, scheme=scheme)
     kernel = StatsKernel(spec, fmap.n_features_out_)
     acc, rows_seen = kernel.start(), 0
     buf = np.empty((0, fmap.n_features_out_))
@@ -294,6 +351,8 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
         return None
     out = kernel.finish(acc)
     out.meta["rows_seen"] = rows_seen
+    if scheme.kind == "logo":  # merged with other groups' results by series id
+        out.meta["scheme"] = scheme.to_dict()
     out.features_state = states[-1]  # type: ignore[attr-defined]  # read by the pass after the last group
     return out
 
