@@ -76,7 +76,9 @@ def test_a_failed_start_is_raised_where_the_cluster_is_used(monkeypatch: pytest.
             pass
 
 
-def test_one_cluster_for_the_statistics_and_the_metric_pass(rng: np.random.Generator, count_clusters: list[Any]) -> None:
+def test_one_cluster_for_the_statistics_and_the_metric_pass(
+    rng: np.random.Generator, count_clusters: list[Any]
+) -> None:
     X = rng.standard_normal((600, 4))
     y = X @ rng.standard_normal(4) + rng.standard_normal(600)
     on_cluster = sr.StreamRidgeCV(scoring="r2", chunk_rows=100, scheduler="local:1").fit(X, y)
@@ -87,7 +89,9 @@ def test_one_cluster_for_the_statistics_and_the_metric_pass(rng: np.random.Gener
     assert on_cluster.scheduler == "local:1" and not hasattr(on_cluster, "_session_scheduler")
 
 
-def test_accumulate_on_local_equals_threads(tmp_path: Path, rng: np.random.Generator, count_clusters: list[Any]) -> None:
+def test_accumulate_on_local_equals_threads(
+    tmp_path: Path, rng: np.random.Generator, count_clusters: list[Any]
+) -> None:
     store, *_ = make_store(tmp_path / "d.zarr", rng, 3000, 6, chunk_rows=500)
     source = open_source(store)
     a = accumulate(source, regression_spec(), scheduler="local:2")
@@ -102,7 +106,19 @@ def test_cli_fit_on_local_writes_the_spec_not_the_cluster(tmp_path: Path, rng: n
     models = {}
     for scheduler in ("local:1", "threads"):
         out = tmp_path / f"{scheduler.replace(':', '')}.npz"
-        cmd = [sys.executable, "-m", "streamridge", "fit", "--data", store, "--out", str(out), "--quiet", "--scheduler", scheduler]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamridge",
+            "fit",
+            "--data",
+            store,
+            "--out",
+            str(out),
+            "--quiet",
+            "--scheduler",
+            scheduler,
+        ]
         subprocess.run(cmd, check=True, cwd=ROOT, env=_env())
         models[scheduler] = read_model(str(out))
     header, arrays = models["local:1"]
