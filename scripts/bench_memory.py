@@ -48,6 +48,8 @@ def fit_peak(store: str, out: str, extra: list[str], arenas: str = "cli") -> tup
         *extra,
     ]
     t = time.perf_counter()
+    if os.path.exists(out):
+        os.unlink(out)  # the model of the previous fit
     env = dict(os.environ)
     env.pop("MALLOC_ARENA_MAX", None)
     if arenas != "cli":
