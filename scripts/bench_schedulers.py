@@ -4,6 +4,11 @@ Usage::
 
     python scripts/bench_schedulers.py                   # M=1,000,000 x N=200 zarr store
     python scripts/bench_schedulers.py --rows 200000 --schedulers threads local:2
+    python scripts/bench_schedulers.py --rows 2000000 --chunk-rows 50000 --store DIR/m2.zarr   # issue 8's data set
+
+Schedulers are alternated (threads, local:2, ..., threads, local:2, ...) so that
+each repeat sees the same load.  CPU time is this process's plus that of the
+child processes it reaped (the worker processes of ``local:N`` and ``processes``).
 
 Writes one zarr store, runs ``accumulate`` over it with every scheduler (same
 row chunks; the best of --repeats; start-up of a local cluster or process pool
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -41,6 +47,12 @@ def max_rel_diff(a, b) -> float:  # type: ignore[no-untyped-def]
     return worst
 
 
+def cpu_seconds() -> float:
+    """User + system time of this process and of its reaped children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -48,34 +60,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--schedulers", nargs="+", default=["threads", "local:2", "processes", "sync"])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--dir", default=None)
+    p.add_argument("--chunk-rows", type=int, default=None, help="rows per stored chunk (default about 4 MiB)")
+    p.add_argument("--store", default=None, help="zarr store to use, written there if missing and kept")
     args = p.parse_args(argv)
     root = args.dir or tempfile.mkdtemp(prefix="bench-sched-")
-    path = os.path.join(root, "data.zarr")
+    path = args.store or os.path.join(root, "data.zarr")
     print(
         f"M={args.rows} N={args.features} float32 zarr, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}"
     )
     try:
-        write(path, args.rows, args.features)
+        if not (args.store and os.path.exists(path)):
+            write(path, args.rows, args.features, chunk_rows=args.chunk_rows)
         source = open_source(path)
+        rows = int(source.X.shape[0])
         print(f"  {len(source.X.chunks[0])} chunks of {source.X.chunks[0][0]} rows")
-        results = {}
-        for sched in args.schedulers:
-            ts = []
-            for _ in range(args.repeats):
-                t = time.perf_counter()
+        results, times, cpus = {}, {s: [] for s in args.schedulers}, {s: [] for s in args.schedulers}
+        for _ in range(args.repeats):
+            for sched in args.schedulers:
+                t, c = time.perf_counter(), cpu_seconds()
                 results[sched] = accumulate(source, SPEC, scheduler=sched)
-                ts.append(time.perf_counter() - t)
-            results[sched + "_s"] = min(ts)
-        base = results.get("threads_s")
+                times[sched].append(time.perf_counter() - t)
+                cpus[sched].append(cpu_seconds() - c)
+        base = min(times["threads"]) if "threads" in times else None
+        base_cpu = min(cpus["threads"]) if "threads" in cpus else None
         for sched in args.schedulers:
-            s = results[sched + "_s"]
-            ratio = f"{s / base:.2f}x the threads time" if base else ""
+            s, c = min(times[sched]), min(cpus[sched])
+            ratio = f"{s / base:.2f}x the threads time, CPU {c:.2f} s = {c / base_cpu:.2f}x" if base and base_cpu else ""
             diff = max_rel_diff(results[sched], results["threads"]) if "threads" in results else float("nan")
+            every = " ".join(f"{x:.2f}" for x in times[sched])
             print(
-                f"{sched:10s} {s:7.2f} s  {args.rows / s:>10,.0f} rows/s  {ratio}  max rel diff vs threads {diff:.1e}"
+                f"{sched:10s} {s:7.2f} s  {rows / s:>10,.0f} rows/s  {ratio}  max rel diff vs threads {diff:.1e}"
+                f"  (every run: {every} s)"
             )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.store is None:
+            shutil.rmtree(path, ignore_errors=True)
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
     print(f"load at end {os.getloadavg()[0]:.2f}")
     return 0
 

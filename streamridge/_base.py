@@ -34,6 +34,7 @@ from .memory import check_stats_memory
 from .metrics import check_scoring
 from .nested import check_nested, chosen_cv_error, config_of, nested_cv, nested_summary
 from .parallel import solve_stage_limits
+from .scheduling import scheduler_session
 from .solvers import fold_errors, solve_full
 from .splits import check_cv, is_splits, split_folds, with_folds
 from .stats import FoldStats, merge
@@ -310,6 +311,15 @@ class _StreamRidgeBase(BaseEstimator):
         report = PassReport()
         if partial and getattr(self, "scoring", None) is not None:
             raise ParameterError("scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)")
+        self._check_params()
+        with scheduler_session(self.scheduler) as scheduler:  # local:N starts while the data is opened
+            self._session_scheduler = scheduler  # every pass of this fit (statistics, metric) uses it
+            try:
+                return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+            finally:
+                self.__dict__.pop("_session_scheduler", None)
+
+    def _fit_pass(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport) -> Any:
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
@@ -341,8 +351,13 @@ class _StreamRidgeBase(BaseEstimator):
             With ``meta["row_ranges"] = [[start, stop]]``.
         """
         report = PassReport()
-        stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
-        self.__dict__.pop("_pass_source", None)
+        with scheduler_session(self.scheduler) as scheduler:
+            self._session_scheduler = scheduler
+            try:
+                stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
+            finally:
+                self.__dict__.pop("_session_scheduler", None)
+                self.__dict__.pop("_pass_source", None)
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
             "peak_rss_mb": report.extra.get("peak_rss_mb"),
@@ -414,9 +429,13 @@ class _StreamRidgeBase(BaseEstimator):
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
             return accumulate(
-                src, self._spec, row_offset=offset, scheduler=self.scheduler, progress=self.progress, meta=meta, report=report,
+                src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress, meta=meta, report=report,
                 checkpoint=None if partial else self.checkpoint,
             )
+
+    def _scheduler(self) -> Any:
+        """The scheduler of this fit's passes: a cluster started by :func:`scheduler_session`, or ``scheduler``."""
+        return self.__dict__.get("_session_scheduler", self.scheduler)
 
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
@@ -569,7 +588,7 @@ class _StreamRidgeBase(BaseEstimator):
             supports = [every[i] for i in steps]
         res = select_by_metric(
             src[0], self._spec, stats, forms, alphas, supports, self.scoring, per_target=per_target,
-            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self.scheduler,
+            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self._scheduler(),
         )
         support = supports[res.candidate]
         if steps is not None:

@@ -14,9 +14,11 @@ from . import cli_features
 from .cli_output import emit, fit_summary, format_fit
 from .errors import ModelFileError, ParameterError
 from .outputs import Output, Transaction, check_checkpoint, check_outputs, demo_outputs
+from .scheduling import scheduler_session
 
 
-def _estimator(args: argparse.Namespace) -> Any:
+def _estimator(args: argparse.Namespace, scheduler: Any = None) -> Any:
+    """The estimator of ``args``; ``scheduler`` (a started session's cluster) replaces ``--scheduler``."""
     from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
 
     if args.leave_group_out:
@@ -41,7 +43,7 @@ def _estimator(args: argparse.Namespace) -> Any:
         "force_features": getattr(args, "force", None),
         "patience": getattr(args, "patience", None),
         "chunk_rows": args.chunk_rows,
-        "scheduler": args.scheduler,
+        "scheduler": args.scheduler if scheduler is None else scheduler,
         "checkpoint": args.checkpoint,
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
@@ -81,18 +83,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
     targets = check_outputs(outputs, inputs, overwrite=args.overwrite)
     check_checkpoint(args.checkpoint)
     out = targets[0]
-    est = _estimator(args)
-    if args.stats is not None:
-        stats = _read_stats(args.stats)
-        scheme = stats.meta.get("scheme") or {}
-        cv = {"logo": "groups", "blocks": "blocks"}.get(str(scheme.get("kind")), stats.n_folds)
-        est.set_params(cv=cv, n_blocks=stats.n_folds)
-        est.fit_stats(stats)
-        description = f"statistics file {args.stats}"
-    else:
-        source = _open(args)
-        est.fit(source)
-        description = source.description
+    with scheduler_session(args.scheduler if args.stats is None else None) as scheduler:
+        est = _estimator(args, scheduler)  # local:N workers start while scikit-learn is imported and the data opened
+        if args.stats is not None:
+            stats = _read_stats(args.stats)
+            scheme = stats.meta.get("scheme") or {}
+            cv = {"logo": "groups", "blocks": "blocks"}.get(str(scheme.get("kind")), stats.n_folds)
+            est.set_params(cv=cv, n_blocks=stats.n_folds)
+            est.fit_stats(stats)
+            description = f"statistics file {args.stats}"
+        else:
+            source = _open(args)
+            est.fit(source)
+            description = source.description
+    est.scheduler = args.scheduler  # the spec, not the session's cluster, in the model file's parameters
     with Transaction() as tx:  # the model and the statistics: both or neither
         with tx.writing(out) as tmp:
             save_model(est, tmp, include_stats=args.include_stats)
@@ -133,9 +137,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
     (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
     check_checkpoint(args.checkpoint)
-    est = _estimator(args)
-    source = _open(args)
-    stats = est.compute_stats(source, rows=args.rows)
+    with scheduler_session(args.scheduler) as scheduler:
+        est = _estimator(args, scheduler)
+        source = _open(args)
+        stats = est.compute_stats(source, rows=args.rows)
     with Transaction() as tx, tx.writing(out) as tmp:
         save_stats(stats, tmp)
     if not args.quiet or args.json:

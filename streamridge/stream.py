@@ -331,6 +331,15 @@ def accumulate(
     -------
     FoldStats
     """
+    if isinstance(scheduler, str) and scheduler.startswith("local"):  # the workers start while the pass is planned
+        from .scheduling import scheduler_session
+
+        with scheduler_session(scheduler) as starting:
+            return accumulate(
+                source, spec, row_offset=row_offset, scheduler=starting, progress=progress, meta=meta, report=report,
+                checkpoint=checkpoint, checkpoint_every_s=checkpoint_every_s, window=window,
+                memory_budget=memory_budget, kernel=kernel,
+            )
     if spec.features is not None and spec.features.stateful:  # state carried along series: lanes of chunks
         from .stream_lanes import accumulate_lanes
 

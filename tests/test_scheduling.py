@@ -1,0 +1,133 @@
+"""``scheduler="local:N"``: the cluster starts in the background, once per fit, with the workers' malloc left adaptive."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import streamridge as sr
+from streamridge import scheduling
+from streamridge.model_io import read_model
+from streamridge.scheduling import StartingCluster, describe, open_scheduler, scheduler_session
+from streamridge.sources import open_source
+from streamridge.stream import accumulate
+
+from .scale_utils import make_store, regression_spec
+
+distributed = pytest.importorskip("distributed")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _worker_malloc_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+
+
+@pytest.fixture
+def count_clusters(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every LocalCluster started by the code under test (it imports the class when it starts one)."""
+    started: list[Any] = []
+
+    class Counted(distributed.LocalCluster):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            started.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "LocalCluster", Counted)
+    return started
+
+
+def test_other_specs_pass_through_unchanged() -> None:
+    for spec in (None, "threads", "sync", "processes", "tcp://127.0.0.1:1"):
+        with scheduler_session(spec) as s:
+            assert s == spec
+
+
+def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    trim = distributed.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
+    with scheduler_session("local:1") as starting:
+        assert isinstance(starting, StartingCluster) and describe(starting) == "local:1"
+        assert not starting.future.done()  # the caller goes on while the worker process starts
+        with open_scheduler(starting) as sched, open_scheduler(starting) as again:
+            assert sched.client is again.client and sched.n_workers == 1
+            env = sched.client.run(_worker_malloc_env)
+            modules = sched.client.run(lambda: sorted(sys.modules))
+        assert starting.client().status == "running"  # open_scheduler does not close the session's cluster
+    assert starting.client().status == "closed"
+    assert list(env.values()) == [{}]  # nanny's MALLOC_TRIM_THRESHOLD_=65536 left out of the worker
+    assert set(scheduling.WORKER_MODULES) <= set(next(iter(modules.values())))  # imported before any task
+    assert distributed.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == trim
+
+
+def test_a_failed_start_is_raised_where_the_cluster_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(n: int) -> Any:
+        raise RuntimeError("Nanny failed to start.")
+
+    monkeypatch.setattr(scheduling, "_start_local", fail)
+    with scheduler_session("local:2") as starting, pytest.raises(RuntimeError, match="Nanny failed"):
+        with open_scheduler(starting):
+            pass
+
+
+def test_one_cluster_for_the_statistics_and_the_metric_pass(
+    rng: np.random.Generator, count_clusters: list[Any]
+) -> None:
+    X = rng.standard_normal((600, 4))
+    y = X @ rng.standard_normal(4) + rng.standard_normal(600)
+    on_cluster = sr.StreamRidgeCV(scoring="r2", chunk_rows=100, scheduler="local:1").fit(X, y)
+    assert len(count_clusters) == 1  # two passes, one cluster
+    threads = sr.StreamRidgeCV(scoring="r2", chunk_rows=100).fit(X, y)
+    np.testing.assert_array_equal(on_cluster.cv_scores_, threads.cv_scores_)
+    np.testing.assert_array_equal(on_cluster.coef_, threads.coef_)
+    assert on_cluster.scheduler == "local:1" and not hasattr(on_cluster, "_session_scheduler")
+
+
+def test_accumulate_on_local_equals_threads(
+    tmp_path: Path, rng: np.random.Generator, count_clusters: list[Any]
+) -> None:
+    store, *_ = make_store(tmp_path / "d.zarr", rng, 3000, 6, chunk_rows=500)
+    source = open_source(store)
+    a = accumulate(source, regression_spec(), scheduler="local:2")
+    b = accumulate(source, regression_spec(), scheduler="threads")
+    assert len(count_clusters) == 1
+    for name in ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_cli_fit_on_local_writes_the_spec_not_the_cluster(tmp_path: Path, rng: np.random.Generator) -> None:
+    store, *_ = make_store(tmp_path / "d.zarr", rng, 2000, 5, chunk_rows=500)
+    models = {}
+    for scheduler in ("local:1", "threads"):
+        out = tmp_path / f"{scheduler.replace(':', '')}.npz"
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamridge",
+            "fit",
+            "--data",
+            store,
+            "--out",
+            str(out),
+            "--quiet",
+            "--scheduler",
+            scheduler,
+        ]
+        subprocess.run(cmd, check=True, cwd=ROOT, env=_env())
+        models[scheduler] = read_model(str(out))
+    header, arrays = models["local:1"]
+    assert header["params"]["scheduler"] == "local:1" and "scheduler" not in header.get("params_dropped", [])
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(value, models["threads"][1][name])
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ, PYTHONPATH=str(ROOT))
