@@ -29,13 +29,18 @@ This module is the only place the pass knows about feature maps
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..errors import CheckpointError, NonFiniteError
 from ._base import FeatureMap, check_features
 from ._series import check_contiguous, merge_chunk_heads, run_heads
+
+#: one mapped piece of a lane's rows: features, y, groups, weights, first row, rows left out (washout) or None
+Piece = tuple[np.ndarray, Any, Any, Any, int, Any]
+_R = TypeVar("_R")
 
 
 def series_runs(groups: Any, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -233,28 +238,53 @@ def lane_task(lane: Lane | LaneGroup, spec: Any) -> Any:
         Raw X has NaN/inf (for a stateful map even with ``skip_nonfinite``: it would
         spoil the state of the rest of the series), or the map produced NaN/inf.
     """
-    from ..executors import _materialize, materialize_all
     from ..stats import merge
     from ..stream import chunk_task
 
     if isinstance(lane, LaneGroup):
         return _group_task(lane, spec)
+    merged: list[Any] = [None]  # each chunk's statistics merged as they come (one result held at a time)
+
+    def add(F: np.ndarray, y: Any, g: Any, w: Any, start: int, drop: Any) -> None:
+        part = chunk_task(F, y, g, w, start, spec, drop=drop)
+        merged[0] = part if merged[0] is None else merge(merged[0], part)
+
+    state = drain(lane_pieces(lane, spec), add)
+    out = merged[0]
+    if spec.features.stateful and out is not None:
+        out.features_state = state  # type: ignore[attr-defined]  # read by the pass after the last lane
+    return out
+
+
+def lane_pieces(lane: Lane, spec: Any) -> Generator[Piece, None, Any]:
+    """The mapped rows of a lane, chunk by chunk, its state carried (after its warm-up rows, ``warmup=W``).
+
+    Yields the pieces of :data:`Piece`; returns the map's state after the lane's last row.
+    """
+    from ..executors import _materialize, materialize_all
+
     fmap: FeatureMap = spec.features
     state = fmap.init_state() if lane.init is None else lane.init
     if lane.prefix is not None:
         Xp, gp, row = lane.prefix
         with np.errstate(over="ignore", invalid="ignore"):  # the warm-up rows' features are discarded
             _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
-    out = None
     for blocks, start in zip(lane.blocks, lane.starts):
         X, y, g, w = materialize_all(blocks)
         g = _flat(g)
         F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
-        part = chunk_task(F, y, g, w, start, spec, drop=drop)
-        out = part if out is None else merge(out, part)
-    if fmap.stateful and out is not None:
-        out.features_state = state  # type: ignore[attr-defined]  # read by the pass after the last lane
-    return out
+        yield F, y, g, w, start, drop
+    return state
+
+
+def drain(pieces: Generator[Piece, None, _R], add: Callable[..., None]) -> _R:
+    """Call ``add(*piece)`` for every piece of ``pieces`` (in order); return the generator's value."""
+    while True:
+        try:
+            piece = next(pieces)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        add(*piece)
 
 
 class MappedKernel:
@@ -319,34 +349,23 @@ def merge_lanes(a: Any, b: Any) -> Any:
 
 
 def _group_task(group: LaneGroup, spec: Any) -> Any:
-    """:func:`lane_task` of a group: round r maps chunk r of every lane together (``apply_chunks``).
+    """:func:`lane_task` of a group: round r maps chunk r of every lane together (:func:`group_pieces`).
 
-    A round's chunks are mapped in slices of rows (at most ``GROUP_BYTES`` of features
-    at once, in one buffer reused slice after slice), and all the group's rows go into
-    one statistics accumulator finished once, as the sub-blocks of a partition do: no
-    per-chunk result and merge, which with many folds (one per series) cost more than the map.
+    All the group's rows go into one statistics accumulator finished once, as the
+    sub-blocks of a partition do: no per-chunk result and merge, which with many
+    folds (one per series) cost more than the map.
     """
-    from ..executors import materialize_all
-    from ..stream import StatsKernel
+    from ..stream import StatsKernel, prepare_rows
 
-    fmap: FeatureMap = spec.features
-    lanes = group.lanes
-    states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
     scheme = lane_scheme(spec.scheme, group.group_values)
     spec = dataclasses.replace(spec, scheme=scheme)
-    kernel = StatsKernel(spec, fmap.n_features_out_)
-    acc, rows_seen = kernel.start(), 0
-    buf = np.empty((0, fmap.n_features_out_))
-    for r in range(max(len(lane.blocks) for lane in lanes)):
-        chunks = []
-        for j, lane in enumerate(lanes):
-            if r < len(lane.blocks):
-                X, y, g, w = materialize_all(lane.blocks[r])
-                g, start = _flat(g), lane.starts[r]
-                X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
-                chunks.append((j, X, y, g, w, start, bad, keep))
-                rows_seen = max(rows_seen, start + X.shape[0])
-        buf = _map_round(fmap, chunks, states, acc, spec, buf)
+    kernel = StatsKernel(spec, spec.features.n_features_out_)
+    acc = kernel.start()
+
+    def add(F: np.ndarray, y: Any, g: Any, w: Any, start: int, drop: Any) -> None:
+        acc.add(*prepare_rows(F, y, g, w, start, spec, drop))
+
+    states, rows_seen = drain(group_pieces(group, spec), add)
     if not rows_seen:
         return None
     out = kernel.finish(acc)
@@ -357,10 +376,42 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
     return out
 
 
-def _map_round(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any], acc: Any, spec: Any, buf: np.ndarray) -> np.ndarray:
-    """Map one round's chunks slice by slice into ``buf`` (grown if needed, returned) and add them to ``acc``."""
-    from ..stream import prepare_rows
+def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[list[Any], int]]:
+    """The mapped rows of a group of lanes: round r maps chunk r of every lane together (``apply_chunks``).
 
+    A round's chunks are mapped in slices of rows (at most ``GROUP_BYTES`` of
+    features at once, in one buffer reused slice after slice): a piece's
+    features are a view of that buffer, so consume each piece before the next.
+
+    Returns
+    -------
+    states : list
+        The map's state after each lane's last row.
+    rows_seen : int
+        One past the last raw row of the group (0 when it had none).
+    """
+    from ..executors import materialize_all
+
+    fmap: FeatureMap = spec.features
+    lanes = group.lanes
+    states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
+    rows_seen = 0
+    buf = np.empty((0, fmap.n_features_out_))
+    for r in range(max(len(lane.blocks) for lane in lanes)):
+        chunks = []
+        for j, lane in enumerate(lanes):
+            if r < len(lane.blocks):
+                X, y, g, w = materialize_all(lane.blocks[r])
+                g, start = _flat(g), lane.starts[r]
+                X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
+                chunks.append((j, X, y, g, w, start, bad, keep))
+                rows_seen = max(rows_seen, start + X.shape[0])
+        buf = yield from _round_pieces(fmap, chunks, states, buf)
+    return states, rows_seen
+
+
+def _round_pieces(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any], buf: np.ndarray) -> Generator[Piece, None, np.ndarray]:
+    """One round's chunks mapped slice by slice into ``buf`` (grown if needed, returned), piece by piece."""
     step = max(1, GROUP_BYTES // (8 * max(1, fmap.n_features_out_) * len(chunks)))
     for a in range(0, max(c[1].shape[0] for c in chunks), step):
         part = [c for c in chunks if c[1].shape[0] > a]
@@ -372,8 +423,7 @@ def _map_round(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any
             mapped = fmap.apply_chunks(items, out=buf)
         for (j, _x, y, g, w, start, bad, keep), (F, state) in zip(part, mapped):
             _check_good(F, bad[rows], start + a, fmap)
-            drop = None if keep is None else ~keep[rows]
-            acc.add(*prepare_rows(F, y[rows], _cut(g, rows), _cut(w, rows), start + a, spec, drop))
+            yield F, y[rows], _cut(g, rows), _cut(w, rows), start + a, None if keep is None else ~keep[rows]
             states[j] = state
     return buf
 
