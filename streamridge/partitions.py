@@ -57,6 +57,9 @@ class Plan:
     ``prefetch``: a task may read its next block while it uses one (see
     :func:`task_plan`).  ``lanes``: accumulators of a task, each taking every
     ``lanes``-th sub-block on a thread of its own (see :func:`run_partition`).
+    ``pieces``: read blocks that are one stored chunk larger than a sub-block
+    are decoded in sub-block pieces where the reader can (see
+    :func:`_streams_pieces`); the statistics do not depend on it.
     """
 
     lo: int
@@ -67,6 +70,7 @@ class Plan:
     sub_rows: int
     prefetch: bool = False
     lanes: int = 1
+    pieces: bool = True
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -413,6 +417,9 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
             yield out
         return
     cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
+    if _streams_pieces(readers["X"], plan):
+        yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
+        return
     for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
         out = []
         for s in range(a, b, plan.sub_rows):
@@ -421,3 +428,34 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
             out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
         yield out
         del block, out
+
+
+def _streams_pieces(X: Any, plan: Plan) -> bool:
+    """Whether read blocks are single stored chunks of several sub-blocks that ``X`` decodes in pieces."""
+    codec = getattr(X, "stream_codec", None)
+    grid = X.grid()
+    if not plan.pieces or codec is None or codec() is None or not grid.regular or grid.read_step:
+        return False
+    return plan.read_rows == grid.step and grid.step > plan.sub_rows
+
+
+def _piece_groups(
+    X: Any, cursors: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int
+) -> Any:
+    """:func:`_sub_blocks` of blocks decoded in pieces: lists of ``lanes`` sub-blocks, as they decode.
+
+    Sub-block ``j`` of a read block is item ``j % lanes`` of its list, as in a
+    whole block's list, so each lane adds the same sub-blocks in the same order.
+    """
+    from .piece_reads import piece_stream
+
+    lanes = max(1, plan.lanes)
+    group: list[tuple[Any, ...]] = []
+    for _a, b, s, piece in piece_stream(X, block_ranges(X, start, stop, plan.read_rows), plan.sub_rows):
+        e = s + piece.shape[0]
+        y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
+        group.append((piece, y, g, w, row_start + (s - start)))
+        del piece
+        if len(group) == lanes or e == b:
+            yield group
+            group = []
