@@ -386,12 +386,12 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     try:
         for sub_blocks in _sub_blocks(readers, start, stop, plan, row_start):
             if pool is None:
-                for args in sub_blocks:
-                    kernel.add(accs[0], *args)
-                continue
-            jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
-            for job in jobs:
-                job.result()
+                _add_all(kernel, accs[0], sub_blocks)
+            else:
+                jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
+                for job in jobs:
+                    job.result()
+            del sub_blocks  # not held while the next sub-blocks are read (or decoded)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
