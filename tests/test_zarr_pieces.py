@@ -38,12 +38,21 @@ STREAMED = {
     "v2-zlib": {"zarr_format": 2, "compressors": numcodecs.Zlib()},
     "v2-gzip": {"zarr_format": 2, "compressors": numcodecs.GZip()},
 }
-CODEC = {"v3-zstd": "zstd", "v3-zstd-checksum": "zstd", "v3-gzip": "gzip", "v2-zstd": "zstd", "v2-zlib": "zlib", "v2-gzip": "gzip"}
+CODEC = {
+    "v3-zstd": "zstd",
+    "v3-zstd-checksum": "zstd",
+    "v3-gzip": "gzip",
+    "v2-zstd": "zstd",
+    "v2-zlib": "zlib",
+    "v2-gzip": "gzip",
+}
 
 
 def _array(path: Path, data: np.ndarray, chunk_rows: int, name: str = "X", **kw: Any) -> Any:
     root = zarr.open_group(path, mode="a", zarr_format=kw.pop("zarr_format", 3))
-    arr = root.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(chunk_rows, *data.shape[1:]), **kw)
+    arr = root.create_array(
+        name, shape=data.shape, dtype=data.dtype, chunks=(chunk_rows, *data.shape[1:]), **kw
+    )
     arr[...] = data
     return arr
 
@@ -56,7 +65,9 @@ def _pieces(reader: ZarrReader, a: int, b: int, rows: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("layout", list(STREAMED))
 @pytest.mark.parametrize(("dtype", "row_shape"), [("float32", (7,)), ("float64", (7,)), ("int16", (3, 4))])
-def test_pieces_equal_a_whole_decode(tmp_path: Path, layout: str, dtype: str, row_shape: tuple[int, ...]) -> None:
+def test_pieces_equal_a_whole_decode(
+    tmp_path: Path, layout: str, dtype: str, row_shape: tuple[int, ...]
+) -> None:
     data = (np.random.default_rng(0).normal(size=(253, *row_shape)) * 100).astype(dtype)
     reader = ZarrReader(_array(tmp_path / "s.zarr", data, 100, **STREAMED[layout]))
     assert reader.stream_codec() == CODEC[layout]
@@ -77,7 +88,11 @@ def test_chains_that_cannot_stream_use_zarrs_read(tmp_path: Path) -> None:
         "raw": {"compressors": None},
         "v2-blosc": {"zarr_format": 2},
         "v2-fortran": {"zarr_format": 2, "order": "F", "compressors": numcodecs.Zstd()},
-        "v2-filter": {"zarr_format": 2, "filters": [numcodecs.Delta(dtype="f4")], "compressors": numcodecs.Zstd()},
+        "v2-filter": {
+            "zarr_format": 2,
+            "filters": [numcodecs.Delta(dtype="f4")],
+            "compressors": numcodecs.Zstd(),
+        },
         "v3-big-endian": {"serializer": zarr.codecs.BytesCodec(endian="big")},
         "v3-transpose": {"filters": [zarr.codecs.TransposeCodec(order=(1, 0))]},
         "v3-crc": {"compressors": [zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()]},
@@ -119,8 +134,15 @@ def _damaged(tmp_path: Path, codec: dict[str, Any], how: str) -> ZarrReader:
     else:
         key = key / "0"
     raw = key.read_bytes()
-    extra = zstandard.ZstdCompressor().compress(b"\0" * 64) if "zstd" in str(codec) or not codec else b"x" * 64
-    damaged = {"garbage": bytes(200) + raw[200:], "half": raw[: len(raw) // 2], "end": raw[:-3], "extra": raw + extra}
+    extra = (
+        zstandard.ZstdCompressor().compress(b"\0" * 64) if "zstd" in str(codec) or not codec else b"x" * 64
+    )
+    damaged = {
+        "garbage": bytes(200) + raw[200:],
+        "half": raw[: len(raw) // 2],
+        "end": raw[:-3],
+        "extra": raw + extra,
+    }
     key.write_bytes(damaged[how])
     return ZarrReader(arr)
 
@@ -131,7 +153,9 @@ def test_corrupted_or_truncated_chunk_is_a_one_line_oserror(tmp_path: Path, layo
     reader = _damaged(tmp_path, STREAMED[layout], how)
     if how == "extra" and layout != "v3-zstd":
         pytest.skip("zlib streams end themselves; bytes after the end are ignored, as zlib.decompress does")
-    with pytest.raises(OSError, match=r"stored chunk \S*1\S* \((zstd|gzip|zlib)\) is (corrupted|truncated)") as info:
+    with pytest.raises(
+        OSError, match=r"stored chunk \S*1\S* \((zstd|gzip|zlib)\) is (corrupted|truncated)"
+    ) as info:
         _pieces(reader, 200, 400, 30)
     assert "\n" not in str(info.value)
     assert len(_pieces(reader, 0, 200, 30)) == 7  # the other chunk is fine
@@ -145,7 +169,9 @@ def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path) -> None:
     chunk = tmp_path / "bad.zarr" / "X" / "c" / "1" / "0"
     chunk.write_bytes(chunk.read_bytes()[:-100])
     src = open_source(str(tmp_path / "bad.zarr"), chunk_rows=12_000)
-    with pytest.raises(SourceError, match=r"rows 12000-23999\) of zarr store .*bad\.zarr .*: OSError: stored chunk") as info:
+    with pytest.raises(
+        SourceError, match=r"rows 12000-23999\) of zarr store .*bad\.zarr .*: OSError: stored chunk"
+    ) as info:
         with pytest.warns(UserWarning, match="stored chunks of X"):
             accumulate(src, PassSpec(FoldScheme("hash", 3), None, 1), memory_budget=2**20)
     assert "\n" not in str(info.value) and "truncated" in str(info.value)
@@ -172,7 +198,9 @@ FIELDS = ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("sub_rows", [333, 1000, 3999])
-def test_statistics_bit_identical_to_whole_chunk_reads(tmp_path: Path, dtype: str, lanes: int, sub_rows: int) -> None:
+def test_statistics_bit_identical_to_whole_chunk_reads(
+    tmp_path: Path, dtype: str, lanes: int, sub_rows: int
+) -> None:
     path, data = _stores(tmp_path, dtype)
     readers, _ = open_source(path, groups="groups", sample_weight="sample_weight").pass_readers()
     spec = PassSpec(FoldScheme("group", 3), None, 2)
@@ -197,7 +225,9 @@ def test_statistics_bit_identical_to_whole_chunk_reads(tmp_path: Path, dtype: st
         assert np.array_equal(getattr(new, name), getattr(old, name)), name
 
 
-def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import streamridge.sources._zarr as zarr_backend
 
     decoded: list[str] = []
@@ -219,11 +249,18 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(tmp_path: Pat
         assert reads and set(reads.values()) == {1}, (name, reads)
     decoded.clear()
     with pytest.warns(UserWarning, match="stored chunks of X"):
-        ref = accumulate(open_source(path, groups="groups", sample_weight="sample_weight"), spec, scheduler="sync", memory_budget=2**19)
+        ref = accumulate(
+            open_source(path, groups="groups", sample_weight="sample_weight"),
+            spec,
+            scheduler="sync",
+            memory_budget=2**19,
+        )
     assert len(decoded) == 3
     for name in FIELDS:
         assert np.array_equal(getattr(got, name), getattr(ref, name)), name  # threads and sync: same bits
-    mem = accumulate(open_source(data["X"], y=data["y"], groups=data["groups"], sample_weight=data["sample_weight"]), spec)
+    mem = accumulate(
+        open_source(data["X"], y=data["y"], groups=data["groups"], sample_weight=data["sample_weight"]), spec
+    )
     np.testing.assert_allclose(got.sxx, mem.sxx, rtol=1e-9, atol=1e-6)
 
 
@@ -257,7 +294,9 @@ print(json.dumps({"growth": hwm() - base, "sum": total}))
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux-only")
 @pytest.mark.parametrize("lanes", [1, 2])
-def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks(tmp_path: Path, lanes: int) -> None:
+def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks(
+    tmp_path: Path, lanes: int
+) -> None:
     """Peak growth of a pass over one 48 MiB zstd chunk in 2 MiB sub-blocks, in a child process.
 
     Decoded whole, the compressed chunk and the decoded chunk (about 1.9 chunk
@@ -274,11 +313,16 @@ def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks
     code = textwrap.dedent(_CHILD)
     out = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "big.zarr"), str(sub_rows), str(lanes), "pieces"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["sum"] == pytest.approx(float(data[:, 0].astype(np.float64).sum()), rel=1e-9)
-    assert got["growth"] < compressed + 10 * 2 * 2**20, (got["growth"] / data.nbytes, compressed / data.nbytes)
+    assert got["growth"] < compressed + 10 * 2 * 2**20, (
+        got["growth"] / data.nbytes,
+        compressed / data.nbytes,
+    )
 
 
 def _gil_gap(fn: Any) -> tuple[float, float]:
@@ -317,6 +361,8 @@ def test_decoding_a_piece_releases_the_gil(tmp_path: Path, codec: str) -> None:
     assert fetched is not None
     key, raw = fetched
     out: list[np.ndarray] = []
-    gap, call = _gil_gap(lambda: out.extend(decode_pieces(raw, codec, data.dtype, (8,), len(data), [len(data)], key)))
+    gap, call = _gil_gap(
+        lambda: out.extend(decode_pieces(raw, codec, data.dtype, (8,), len(data), [len(data)], key))
+    )
     np.testing.assert_array_equal(out[0], data)
     assert gap < 0.5 * call, (gap, call)

@@ -60,12 +60,18 @@ def _v3_codec(codecs: Any, dtype: np.dtype[Any]) -> str | None:
     endian = getattr(codecs[0].endian, "value", codecs[0].endian)
     if endian not in (None, sys.byteorder) and dtype.itemsize > 1:
         return None
-    return "zstd" if isinstance(codecs[1], ZstdCodec) else "gzip" if isinstance(codecs[1], GzipCodec) else None
+    return (
+        "zstd" if isinstance(codecs[1], ZstdCodec) else "gzip" if isinstance(codecs[1], GzipCodec) else None
+    )
 
 
 def _v2_codec(meta: Any, dtype: np.dtype[Any]) -> str | None:
     stored = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
-    if meta.filters or (meta.order != "C" and len(meta.shape) > 1) or stored.newbyteorder("=") != dtype.newbyteorder("="):
+    if (
+        meta.filters
+        or (meta.order != "C" and len(meta.shape) > 1)
+        or stored.newbyteorder("=") != dtype.newbyteorder("=")
+    ):
         return None
     if not stored.isnative:
         return None
@@ -86,7 +92,13 @@ def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
 
 
 def decode_pieces(
-    raw: Any, codec: str, dtype: np.dtype[Any], row_shape: tuple[int, ...], chunk_rows: int, sizes: list[int], key: str
+    raw: Any,
+    codec: str,
+    dtype: np.dtype[Any],
+    row_shape: tuple[int, ...],
+    chunk_rows: int,
+    sizes: list[int],
+    key: str,
 ) -> Iterator[np.ndarray]:
     """Yield the rows of one stored chunk as arrays of ``sizes[0], sizes[1], ...`` rows.
 
