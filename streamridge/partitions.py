@@ -10,6 +10,11 @@ partition's statistics, whatever the number of rows or the partition size.
 A partition of the last, incomplete wave of tasks (beside an idle core) reads
 its next block while the statistics of the current one run, when both blocks
 fit ``PREFETCH_BYTES`` and the reader decodes outside the GIL (zarr).
+A read block that is one stored chunk of several sub-blocks, from a reader
+that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
+one sub-block at a time (:mod:`streamridge.piece_reads`): the task holds the
+compressed chunk and a few sub-blocks, not the decoded chunk, and where a
+core would idle the next pieces decode while the kernel accumulates.
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -59,7 +64,8 @@ class Plan:
     ``lanes``-th sub-block on a thread of its own (see :func:`run_partition`).
     ``pieces``: read blocks that are one stored chunk larger than a sub-block
     are decoded in sub-block pieces where the reader can (see
-    :func:`_streams_pieces`); the statistics do not depend on it.
+    :func:`_streams_pieces`), ahead on a thread of the task where
+    ``prefetch``; the statistics do not depend on it.
     """
 
     lo: int
@@ -154,6 +160,8 @@ def plan_pass(
         plan = Plan(lo, hi, 1, _irregular_bounds(grids, lo, hi, target), read_rows, sub_rows, prefetch)
     if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
         plan = dataclasses.replace(plan, lanes=2)
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan):
+        plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan
 
 
@@ -451,7 +459,8 @@ def _piece_groups(
 
     lanes = max(1, plan.lanes)
     group: list[tuple[Any, ...]] = []
-    for _a, b, s, piece in piece_stream(X, block_ranges(X, start, stop, plan.read_rows), plan.sub_rows):
+    ranges = block_ranges(X, start, stop, plan.read_rows)
+    for _a, b, s, piece in piece_stream(X, ranges, plan.sub_rows, ahead=plan.prefetch):
         e = s + piece.shape[0]
         y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
         group.append((piece, y, g, w, row_start + (s - start)))

@@ -37,9 +37,12 @@ def block_pieces(reader: Any, a: int, b: int, sub_rows: int) -> Iterator[tuple[i
 
 
 def piece_stream(
-    reader: Any, ranges: Iterable[tuple[int, int]], sub_rows: int, *, depth: int = PIECE_DEPTH
+    reader: Any, ranges: Iterable[tuple[int, int]], sub_rows: int, *, ahead: bool = True, depth: int = PIECE_DEPTH
 ) -> Iterator[tuple[int, int, int, np.ndarray]]:
     """Yield ``(a, b, s, piece)`` for every sub-block of every read block ``[a, b)``, decoded ahead.
+
+    Without ``ahead`` the pieces are decoded in the caller's thread as they
+    are asked for (no thread: every core of the pass already computes).
 
     Parameters
     ----------
@@ -48,6 +51,8 @@ def piece_stream(
         Read blocks, in order.
     sub_rows : int
         Rows per piece (the last piece of a block may be shorter).
+    ahead : bool
+        Decode on a thread of this task, ahead of the caller.
     depth : int
         Pieces decoded ahead at most.
 
@@ -56,6 +61,12 @@ def piece_stream(
     Exception
         Whatever the reader raised, in the caller's thread.
     """
+    if not ahead:
+        for a, b in ranges:
+            for s, piece in block_pieces(reader, a, b, sub_rows):
+                yield a, b, s, piece
+                del piece
+        return
     q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
     closing = threading.Event()
 

@@ -198,15 +198,16 @@ FIELDS = ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("sub_rows", [333, 1000, 3999])
+@pytest.mark.parametrize("ahead", [False, True])
 def test_statistics_bit_identical_to_whole_chunk_reads(
-    tmp_path: Path, dtype: str, lanes: int, sub_rows: int
+    tmp_path: Path, dtype: str, lanes: int, sub_rows: int, ahead: bool
 ) -> None:
     path, data = _stores(tmp_path, dtype)
     readers, _ = open_source(path, groups="groups", sample_weight="sample_weight").pass_readers()
     spec = PassSpec(FoldScheme("group", 3), None, 2)
     kernel = StatsKernel(spec, 7)
     M = len(data["X"])
-    plan = Plan(0, M, M, None, 4000, sub_rows, False, lanes)
+    plan = Plan(0, M, M, None, 4000, sub_rows, ahead, lanes)
     calls: list[int] = []
     real = ZarrReader.pieces
 
@@ -240,6 +241,7 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
     readers, _ = src.pass_readers()
     plan = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**19)
     assert plan.read_rows == 4000 and plan.sub_rows < 4000  # stored chunks of several sub-blocks
+    assert plan.prefetch  # two whole blocks would not fit a quarter of the budget; a few pieces do
     store.reads.clear()
     with pytest.warns(UserWarning, match="stored chunks of X"):
         got = accumulate(src, spec, scheduler="threads", memory_budget=2**19)
@@ -286,16 +288,16 @@ X = readers["X"]
 readers["y"].read(0, 10)  # zarr's loop, threads and codecs started before the baseline
 base = hwm()
 M = X.shape[0]
-plan = Plan(0, M, M, None, M, int(sys.argv[2]), False, int(sys.argv[3]), sys.argv[4] == "pieces")
+plan = Plan(0, M, M, None, M, int(sys.argv[2]), sys.argv[5] == "ahead", int(sys.argv[3]), sys.argv[4] == "pieces")
 total = run_partition(readers, 0, M, plan, Sum(), 0)
 print(json.dumps({"growth": hwm() - base, "sum": total}))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux-only")
-@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize(("lanes", "ahead"), [(1, False), (1, True), (2, True)])
 def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks(
-    tmp_path: Path, lanes: int
+    tmp_path: Path, lanes: int, ahead: bool
 ) -> None:
     """Peak growth of a pass over one 48 MiB zstd chunk in 2 MiB sub-blocks, in a child process.
 
@@ -312,7 +314,16 @@ def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks
     sub_rows = 2 * 2**20 // (N * 4)
     code = textwrap.dedent(_CHILD)
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "big.zarr"), str(sub_rows), str(lanes), "pieces"],
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(tmp_path / "big.zarr"),
+            str(sub_rows),
+            str(lanes),
+            "pieces",
+            "ahead" if ahead else "-",
+        ],
         capture_output=True,
         text=True,
         check=True,
