@@ -191,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
                             f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
                             f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB  "
                             f"CPU c/(a+b) = {r['cpu']['c'] / (r['cpu']['a'] + r['cpu']['b']):.2f}"
-                            + (f"  (a') read in pieces {r['a_pieces']:.2f} s" if "a_pieces" in r else ""),
+                            + (
+                                f"  (a') read in pieces {r['a_pieces']:.2f} s c/(a'+b) = {r['c'] / (r['a_pieces'] + r['b']):.2f}"
+                                if "a_pieces" in r
+                                else ""
+                            ),
                             flush=True,
                         )
                         shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
