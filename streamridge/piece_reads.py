@@ -32,12 +32,19 @@ def block_pieces(reader: Any, a: int, b: int, sub_rows: int) -> Iterator[tuple[i
         for s in range(a, b, sub_rows):
             yield s, block[s - a : min(b, s + sub_rows) - a]
         return
-    for s, piece in zip(range(a, b, sub_rows), pieces):
+    s = a
+    for piece in pieces:  # to its end: the reader checks the chunk's end after the last piece
         yield s, piece
+        s += piece.shape[0]
 
 
 def piece_stream(
-    reader: Any, ranges: Iterable[tuple[int, int]], sub_rows: int, *, ahead: bool = True, depth: int = PIECE_DEPTH
+    reader: Any,
+    ranges: Iterable[tuple[int, int]],
+    sub_rows: int,
+    *,
+    ahead: bool = True,
+    depth: int = PIECE_DEPTH,
 ) -> Iterator[tuple[int, int, int, np.ndarray]]:
     """Yield ``(a, b, s, piece)`` for every sub-block of every read block ``[a, b)``, decoded ahead.
 

@@ -161,20 +161,30 @@ def test_corrupted_or_truncated_chunk_is_a_one_line_oserror(tmp_path: Path, layo
     assert len(_pieces(reader, 0, 200, 30)) == 7  # the other chunk is fine
 
 
-def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["truncated", "extra frame"])
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])  # decoded in the task's thread / ahead (alone)
+def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path, how: str, scheduler: str) -> None:
+    """The last, partial chunk: its padding is decoded and the end of its stream checked."""
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(30_000, 6)), rng.normal(size=30_000)
     _array(tmp_path / "bad.zarr", X, 12_000)
     _array(tmp_path / "bad.zarr", y, 12_000, name="y")
-    chunk = tmp_path / "bad.zarr" / "X" / "c" / "1" / "0"
-    chunk.write_bytes(chunk.read_bytes()[:-100])
+    chunk = tmp_path / "bad.zarr" / "X" / "c" / "2" / "0"
+    raw = chunk.read_bytes()
+    chunk.write_bytes(
+        raw[:-100] if how == "truncated" else raw + zstandard.ZstdCompressor().compress(bytes(64))
+    )
     src = open_source(str(tmp_path / "bad.zarr"), chunk_rows=12_000)
     with pytest.raises(
-        SourceError, match=r"rows 12000-23999\) of zarr store .*bad\.zarr .*: OSError: stored chunk"
+        SourceError,
+        match=r"partition 2 \(rows 24000-29999\) of zarr store .*bad\.zarr .*: OSError: stored chunk c/2/0",
     ) as info:
         with pytest.warns(UserWarning, match="stored chunks of X"):
-            accumulate(src, PassSpec(FoldScheme("hash", 3), None, 1), memory_budget=2**20)
-    assert "\n" not in str(info.value) and "truncated" in str(info.value)
+            accumulate(
+                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**20
+            )
+    assert "\n" not in str(info.value)
+    assert ("truncated" if how == "truncated" else "more than 576000 bytes") in str(info.value)
 
 
 def _stores(tmp_path: Path, dtype: str) -> tuple[str, dict[str, np.ndarray]]:
