@@ -74,7 +74,7 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
     pieces (the baseline stays comparable across versions); ``pieces=True``
     decodes them as the pass does.
     """
-    import dataclasses
+    import inspect
 
     from streamridge.executors import reduce_partitions
     from streamridge.partitions import plan_pass, run_partition, task_plan
@@ -83,11 +83,10 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
+    kw = {"pieces": pieces} if "pieces" in inspect.signature(plan_pass).parameters else {}
     plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
                      stats_bytes=_stats_bytes(spec, args.features), memory_budget=default_memory_budget(),
-                     partition_rows=source.partition_rows)
-    if hasattr(plan, "pieces"):
-        plan = dataclasses.replace(plan, pieces=pieces)
+                     partition_rows=source.partition_rows, **kw)
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
         total = reduce_partitions(

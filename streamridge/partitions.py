@@ -110,6 +110,7 @@ def plan_pass(
     stats_bytes: int,
     memory_budget: int,
     partition_rows: int | None = None,
+    pieces: bool = True,
 ) -> Plan:
     """Plan the partitions of reader rows ``[lo, hi)``.
 
@@ -127,6 +128,9 @@ def plan_pass(
         Rows per partition asked for (rounded to whole stored chunks); None
         chooses about ``PARTITION_BYTES`` of X, and at least ``ROWS_PER_CELL``
         rows per cell.
+    pieces : bool
+        Whether large stored chunks may be decoded in pieces (``Plan.pieces``;
+        False plans as before pieces existed, e.g. for a read baseline).
 
     Raises
     ------
@@ -160,6 +164,8 @@ def plan_pass(
         plan = Plan(lo, hi, 1, _irregular_bounds(grids, lo, hi, target), read_rows, sub_rows, prefetch)
     if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
         plan = dataclasses.replace(plan, lanes=2)
+    if not pieces:
+        return dataclasses.replace(plan, pieces=False)
     if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan

@@ -252,6 +252,8 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
     plan = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**19)
     assert plan.read_rows == 4000 and plan.sub_rows < 4000  # stored chunks of several sub-blocks
     assert plan.prefetch  # two whole blocks would not fit a quarter of the budget; a few pieces do
+    whole = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**19, pieces=False)
+    assert not whole.pieces and not whole.prefetch  # the plan of whole-chunk reads (the read baseline)
     store.reads.clear()
     with pytest.warns(UserWarning, match="stored chunks of X"):
         got = accumulate(src, spec, scheduler="threads", memory_budget=2**19)
