@@ -166,7 +166,7 @@ def plan_pass(
         plan = dataclasses.replace(plan, lanes=2)
     if not pieces:
         return dataclasses.replace(plan, pieces=False)
-    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan):
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _light_ahead(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan
 
@@ -453,6 +453,21 @@ def _streams_pieces(X: Any, plan: Plan) -> bool:
     return plan.read_rows == grid.step and grid.step > plan.sub_rows
 
 
+def _light_ahead(X: Any, plan: Plan) -> bool:
+    """Whether the sub-blocks decoded ahead and in use take at most one decoded stored chunk.
+
+    Pieces in flight when decoding ahead: the queue, the one decoding, the
+    lanes' sub-blocks in use and the next group being assembled; never more
+    than decoding the chunk whole held.  A chunk of only a few sub-blocks is
+    decoded in the task's thread instead (a 40 MB chunk of 2.6 sub-blocks
+    decoded ahead held the compressed chunk and 4 sub-blocks).
+    """
+    from .piece_reads import PIECE_DEPTH
+
+    in_flight = PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)
+    return in_flight * plan.sub_rows <= X.grid().step
+
+
 def _piece_groups(
     X: Any, cursors: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int
 ) -> Any:
@@ -466,7 +481,8 @@ def _piece_groups(
     lanes = max(1, plan.lanes)
     group: list[tuple[Any, ...]] = []
     ranges = block_ranges(X, start, stop, plan.read_rows)
-    for _a, b, s, piece in piece_stream(X, ranges, plan.sub_rows, ahead=plan.prefetch):
+    ahead = plan.prefetch and _light_ahead(X, plan)
+    for _a, b, s, piece in piece_stream(X, ranges, plan.sub_rows, ahead=ahead):
         e = s + piece.shape[0]
         y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
         group.append((piece, y, g, w, row_start + (s - start)))

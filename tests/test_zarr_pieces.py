@@ -207,7 +207,7 @@ FIELDS = ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("lanes", [1, 2])
-@pytest.mark.parametrize("sub_rows", [333, 1000, 3999])
+@pytest.mark.parametrize("sub_rows", [100, 333, 1000, 3999])
 @pytest.mark.parametrize("ahead", [False, True])
 def test_statistics_bit_identical_to_whole_chunk_reads(
     tmp_path: Path, dtype: str, lanes: int, sub_rows: int, ahead: bool
@@ -249,14 +249,14 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
     src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight")
     spec = PassSpec(FoldScheme("group", 3), None, 2)
     readers, _ = src.pass_readers()
-    plan = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**19)
-    assert plan.read_rows == 4000 and plan.sub_rows < 4000  # stored chunks of several sub-blocks
+    plan = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**16)
+    assert plan.read_rows == 4000 and 10 * plan.sub_rows < 4000  # stored chunks of many sub-blocks
     assert plan.prefetch  # two whole blocks would not fit a quarter of the budget; a few pieces do
-    whole = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**19, pieces=False)
+    whole = plan_pass(readers, 0, 10_007, n_cells=3, stats_bytes=10**4, memory_budget=2**16, pieces=False)
     assert not whole.pieces and not whole.prefetch  # the plan of whole-chunk reads (the read baseline)
     store.reads.clear()
     with pytest.warns(UserWarning, match="stored chunks of X"):
-        got = accumulate(src, spec, scheduler="threads", memory_budget=2**19)
+        got = accumulate(src, spec, scheduler="threads", memory_budget=2**16)
     assert sorted(decoded) == ["c/0/0", "c/1/0", "c/2/0"]  # X's chunks, each decoded in pieces once
     for name in data:
         reads = store.chunk_reads(name)
@@ -267,7 +267,7 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
             open_source(path, groups="groups", sample_weight="sample_weight"),
             spec,
             scheduler="sync",
-            memory_budget=2**19,
+            memory_budget=2**16,
         )
     assert len(decoded) == 3
     for name in FIELDS:
@@ -389,3 +389,31 @@ def test_decoding_a_piece_releases_the_gil(tmp_path: Path, codec: str) -> None:
     )
     np.testing.assert_array_equal(out[0], data)
     assert gap < 0.5 * call, (gap, call)
+
+
+@pytest.mark.parametrize(
+    ("sub_rows", "lanes", "ahead"), [(800, 1, True), (1000, 1, False), (500, 2, True), (600, 2, False)]
+)
+def test_pieces_decode_ahead_only_when_the_pieces_in_flight_are_light(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sub_rows: int, lanes: int, ahead: bool
+) -> None:
+    """Decoding ahead holds queue + decoding + lanes in use + next group: at most a chunk, else in the task's thread.
+
+    A 40 MB chunk of 2.6 sub-blocks decoded ahead held more (compressed + 4 sub-blocks) than decoded whole.
+    """
+    import streamridge.piece_reads as piece_reads
+
+    path, _ = _stores(tmp_path, "float64")
+    readers, _ = open_source(path, groups="groups", sample_weight="sample_weight").pass_readers()
+    seen: list[bool] = []
+    real = piece_reads.piece_stream
+    monkeypatch.setattr(
+        piece_reads, "piece_stream", lambda *a, **kw: seen.append(kw["ahead"]) or real(*a, **kw)
+    )
+    plan = Plan(0, 10_007, 10_007, None, 4000, sub_rows, True, lanes)
+    kernel = StatsKernel(PassSpec(FoldScheme("group", 3), None, 2), 7)
+    got = run_partition(readers, 0, 10_007, plan, kernel, 0)
+    ref = run_partition(readers, 0, 10_007, dataclasses.replace(plan, pieces=False), kernel, 0)
+    assert seen == [ahead]
+    for name in FIELDS:
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
