@@ -454,18 +454,20 @@ def _streams_pieces(X: Any, plan: Plan) -> bool:
 
 
 def _light_ahead(X: Any, plan: Plan) -> bool:
-    """Whether the sub-blocks decoded ahead and in use take at most one decoded stored chunk.
+    """Whether the sub-blocks decoded ahead and in use fit one decoded stored chunk and ``PREFETCH_BYTES``.
 
     Pieces in flight when decoding ahead: the queue, the one decoding, the
-    lanes' sub-blocks in use and the next group being assembled; never more
-    than decoding the chunk whole held.  A chunk of only a few sub-blocks is
-    decoded in the task's thread instead (a 40 MB chunk of 2.6 sub-blocks
-    decoded ahead held the compressed chunk and 4 sub-blocks).
+    lanes' sub-blocks in use and the next group being assembled.  Otherwise
+    the pieces are decoded in the task's thread: a 40 MB chunk of 2.6
+    sub-blocks decoded ahead held the compressed chunk and 4 sub-blocks, and
+    with 10 x 10 cells at N = 1000 (51 MB float64 sub-blocks) the 4 pieces
+    ahead (205 MB) beside the compressed chunk raised the peak by 160 MiB.
     """
     from .piece_reads import PIECE_DEPTH
 
-    in_flight = PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)
-    return in_flight * plan.sub_rows <= X.grid().step
+    in_flight = (PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)) * plan.sub_rows
+    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
+    return in_flight <= X.grid().step and in_flight * row_bytes <= PREFETCH_BYTES
 
 
 def _piece_groups(

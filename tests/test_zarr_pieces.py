@@ -417,3 +417,18 @@ def test_pieces_decode_ahead_only_when_the_pieces_in_flight_are_light(
     assert seen == [ahead]
     for name in FIELDS:
         assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+
+
+def test_pieces_ahead_stay_within_the_read_ahead_budget() -> None:
+    """10 x 10 cells at N = 1000 float64: 6,400-row sub-blocks of 51 MB; 5 in flight would hold 256 MB."""
+    import types
+
+    from streamridge.partitions import PREFETCH_BYTES, _light_ahead
+    from streamridge.sources._protocol import RowGrid
+
+    X = types.SimpleNamespace(
+        shape=(52_428, 1000), dtype=np.dtype("float64"), grid=lambda: RowGrid(52_428, 52_428)
+    )
+    plan = Plan(0, 52_428, 52_428, None, 52_428, 6400, True, 1)
+    assert 5 * 6400 <= 52_428 and 5 * 6400 * 8000 > PREFETCH_BYTES and not _light_ahead(X, plan)
+    assert _light_ahead(X, dataclasses.replace(plan, sub_rows=3000))  # 5 x 24 MB
