@@ -181,7 +181,7 @@ def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path, how: str,
     ) as info:
         with pytest.warns(UserWarning, match="stored chunks of X"):
             accumulate(
-                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**20
+                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**18
             )
     assert "\n" not in str(info.value)
     assert ("truncated" if how == "truncated" else "more than 576000 bytes") in str(info.value)
@@ -432,3 +432,18 @@ def test_pieces_ahead_stay_within_the_read_ahead_budget() -> None:
     plan = Plan(0, 52_428, 52_428, None, 52_428, 6400, True, 1)
     assert 5 * 6400 <= 52_428 and 5 * 6400 * 8000 > PREFETCH_BYTES and not _light_ahead(X, plan)
     assert _light_ahead(X, dataclasses.replace(plan, sub_rows=3000))  # 5 x 24 MB
+
+
+def test_large_statistics_keep_whole_chunk_reads() -> None:
+    """10 x 10 cells at N = 1000 (800 MB of statistics) over a 400 MB chunk: decoded whole (lower peak)."""
+    import types
+
+    from streamridge.partitions import _pieces_pay
+    from streamridge.sources._protocol import RowGrid
+
+    X = types.SimpleNamespace(
+        shape=(52_428, 1000), dtype=np.dtype("float64"), grid=lambda: RowGrid(52_428, 52_428)
+    )
+    plan = Plan(0, 52_428, 52_428, None, 52_428, 4000, False, 2)
+    assert _pieces_pay(X, plan, 40 * 10**6)  # 5 x 1 cells: 40 MB of statistics
+    assert not _pieces_pay(X, plan, 800 * 10**6)
