@@ -67,8 +67,15 @@ def best(fn: Any, repeats: int) -> float:
     return min(ts)
 
 
-def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC) -> None:
-    """(a): every stored chunk read and decoded by the pass machinery (the plan ``accumulate`` makes for ``spec``), no statistics."""
+def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, pieces: bool = False) -> None:
+    """(a): every stored chunk read and decoded by the pass machinery (the plan ``accumulate`` makes for ``spec``), no statistics.
+
+    Large stored chunks are decoded whole, as before they could be decoded in
+    pieces (the baseline stays comparable across versions); ``pieces=True``
+    decodes them as the pass does.
+    """
+    import inspect
+
     from streamridge.executors import reduce_partitions
     from streamridge.partitions import plan_pass, run_partition, task_plan
     from streamridge.scheduling import open_scheduler
@@ -76,9 +83,10 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC) -> N
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
+    kw = {"pieces": pieces} if "pieces" in inspect.signature(plan_pass).parameters else {}
     plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
                      stats_bytes=_stats_bytes(spec, args.features), memory_budget=default_memory_budget(),
-                     partition_rows=source.partition_rows)
+                     partition_rows=source.partition_rows, **kw)
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
         total = reduce_partitions(

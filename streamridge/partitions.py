@@ -10,6 +10,11 @@ partition's statistics, whatever the number of rows or the partition size.
 A partition of the last, incomplete wave of tasks (beside an idle core) reads
 its next block while the statistics of the current one run, when both blocks
 fit ``PREFETCH_BYTES`` and the reader decodes outside the GIL (zarr).
+A read block that is one stored chunk of several sub-blocks, from a reader
+that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
+one sub-block at a time (:mod:`streamridge.piece_reads`): the task holds the
+compressed chunk and a few sub-blocks, not the decoded chunk, and where a
+core would idle the next pieces decode while the kernel accumulates.
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -57,6 +62,10 @@ class Plan:
     ``prefetch``: a task may read its next block while it uses one (see
     :func:`task_plan`).  ``lanes``: accumulators of a task, each taking every
     ``lanes``-th sub-block on a thread of its own (see :func:`run_partition`).
+    ``pieces``: read blocks that are one stored chunk larger than a sub-block
+    are decoded in sub-block pieces where the reader can (see
+    :func:`_streams_pieces`), ahead on a thread of the task where
+    ``prefetch``; the statistics do not depend on it.
     """
 
     lo: int
@@ -67,6 +76,7 @@ class Plan:
     sub_rows: int
     prefetch: bool = False
     lanes: int = 1
+    pieces: bool = True
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -100,6 +110,7 @@ def plan_pass(
     stats_bytes: int,
     memory_budget: int,
     partition_rows: int | None = None,
+    pieces: bool = True,
 ) -> Plan:
     """Plan the partitions of reader rows ``[lo, hi)``.
 
@@ -117,6 +128,9 @@ def plan_pass(
         Rows per partition asked for (rounded to whole stored chunks); None
         chooses about ``PARTITION_BYTES`` of X, and at least ``ROWS_PER_CELL``
         rows per cell.
+    pieces : bool
+        Whether large stored chunks may be decoded in pieces (``Plan.pieces``;
+        False plans as before pieces existed, e.g. for a read baseline).
 
     Raises
     ------
@@ -154,6 +168,10 @@ def plan_pass(
         plan = dataclasses.replace(plan, step=max(1, hi), bounds=None, lanes=2)
     if plan.lanes > 1:
         plan = dataclasses.replace(plan, sub_rows=_lane_sub_rows(plan.read_rows, plan.sub_rows, plan.lanes))
+    if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
+        return dataclasses.replace(plan, pieces=False)
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _light_ahead(X, plan):
+        plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan
 
 
@@ -423,12 +441,12 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     try:
         for sub_blocks in _sub_blocks(readers, start, stop, plan, row_start):
             if pool is None:
-                for args in sub_blocks:
-                    kernel.add(accs[0], *args)
-                continue
-            jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
-            for job in jobs:
-                job.result()
+                _add_all(kernel, accs[0], sub_blocks)
+            else:
+                jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
+                for job in jobs:
+                    job.result()
+            del sub_blocks  # not held while the next sub-blocks are read (or decoded)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
@@ -454,6 +472,9 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
             yield out
         return
     cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
+    if _streams_pieces(readers["X"], plan):
+        yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
+        return
     for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
         out = []
         for s in range(a, b, plan.sub_rows):
@@ -462,3 +483,72 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
             out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
         yield out
         del block, out
+
+
+def _streams_pieces(X: Any, plan: Plan) -> bool:
+    """Whether read blocks are single stored chunks of several sub-blocks that ``X`` decodes in pieces."""
+    codec = getattr(X, "stream_codec", None)
+    grid = X.grid()
+    if not plan.pieces or codec is None or codec() is None or not grid.regular or grid.read_step:
+        return False
+    return plan.read_rows == grid.step and grid.step > plan.sub_rows
+
+
+def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
+    """Whether decoding in pieces lowers the peak even for incompressible chunks.
+
+    In pieces the task holds the compressed chunk (up to a decoded chunk's
+    size), the pieces in flight and the statistics, which fill as the rows
+    come; decoded whole, the compressed and the decoded chunk while decoding,
+    then the decoded chunk beside the statistics.  Pieces pay when the
+    statistics and the pieces in flight are smaller than a decoded chunk:
+    10 x 10 cells at N = 1000 (800 MB of statistics) over 400 MB chunks
+    peaked 44-75 MiB higher in pieces, 5 x 1 cells 250-340 MiB lower.
+    """
+    from .piece_reads import PIECE_DEPTH
+
+    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
+    lanes = max(1, plan.lanes)
+    pieces = (PIECE_DEPTH + 1 + 2 * lanes) if _light_ahead(X, plan) else 1 + lanes
+    return stats_bytes + pieces * plan.sub_rows * row_bytes < X.grid().step * row_bytes
+
+
+def _light_ahead(X: Any, plan: Plan) -> bool:
+    """Whether the sub-blocks decoded ahead and in use fit one decoded stored chunk and ``PREFETCH_BYTES``.
+
+    Pieces in flight when decoding ahead: the queue, the one decoding, the
+    lanes' sub-blocks in use and the next group being assembled.  Otherwise
+    the pieces are decoded in the task's thread: a 40 MB chunk of 2.6
+    sub-blocks decoded ahead held the compressed chunk and 4 sub-blocks, and
+    with 10 x 10 cells at N = 1000 (51 MB float64 sub-blocks) the 4 pieces
+    ahead (205 MB) beside the compressed chunk raised the peak by 160 MiB.
+    """
+    from .piece_reads import PIECE_DEPTH
+
+    in_flight = (PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)) * plan.sub_rows
+    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
+    return in_flight <= X.grid().step and in_flight * row_bytes <= PREFETCH_BYTES
+
+
+def _piece_groups(
+    X: Any, cursors: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int
+) -> Any:
+    """:func:`_sub_blocks` of blocks decoded in pieces: lists of ``lanes`` sub-blocks, as they decode.
+
+    Sub-block ``j`` of a read block is item ``j % lanes`` of its list, as in a
+    whole block's list, so each lane adds the same sub-blocks in the same order.
+    """
+    from .piece_reads import piece_stream
+
+    lanes = max(1, plan.lanes)
+    group: list[tuple[Any, ...]] = []
+    ranges = block_ranges(X, start, stop, plan.read_rows)
+    ahead = plan.prefetch and _light_ahead(X, plan)
+    for _a, b, s, piece in piece_stream(X, ranges, plan.sub_rows, ahead=ahead):
+        e = s + piece.shape[0]
+        y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
+        group.append((piece, y, g, w, row_start + (s - start)))
+        del piece
+        if len(group) == lanes or e == b:
+            yield group
+            group = []

@@ -125,6 +125,14 @@ class ArrayReader:
         """Rows ``start .. stop - 1`` as a NumPy array (one read; each stored chunk decoded once)."""
         return self[start:stop]
 
+    def pieces(self, start: int, stop: int, piece_rows: int) -> Any:
+        """Rows ``start .. stop - 1`` decoded in pieces of ``piece_rows`` rows, or None (then use :meth:`read`).
+
+        Backends that can decode one large stored chunk incrementally return an
+        iterator of arrays (see :meth:`streamridge.sources._zarr.ZarrReader.pieces`).
+        """
+        return None
+
     def handle(self) -> Any:
         """The open storage object (opened on first use, once per process)."""
         if self._handle is None:

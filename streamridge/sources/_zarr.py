@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -16,6 +17,7 @@ from ..errors import SourceError
 from ._common import ROLES, atomic_path, default_chunk_rows
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import remote_errors
+from ._zstream import decode_pieces, fetch_chunk, stream_codec
 
 
 class ZarrReader(ArrayReader):
@@ -36,6 +38,7 @@ class ZarrReader(ArrayReader):
         self.array = array
         self.shape = tuple(int(n) for n in array.shape)
         self.dtype = np.dtype(array.dtype)
+        self._stream_codec = stream_codec(array)
 
     @classmethod
     def from_array(cls, array: Any) -> ZarrReader:
@@ -77,6 +80,31 @@ class ZarrReader(ArrayReader):
             if block is not None:
                 return block
         return self[start:stop]
+
+    def pieces(self, start: int, stop: int, piece_rows: int) -> Iterator[np.ndarray] | None:
+        """Rows ``start .. stop - 1`` of exactly one stored chunk as arrays of ``piece_rows`` rows (the last shorter).
+
+        The compressed chunk is fetched now and decoded piece by piece as the
+        iterator is consumed (see :mod:`._zstream`): memory is the compressed
+        chunk and one piece, not the decoded chunk.  None when the rows are
+        not one whole stored chunk, its codecs cannot be decoded in pieces, or
+        it is not stored (the caller then uses :meth:`read`).
+        """
+        k = self._whole_chunk(start, stop)
+        codec = None if k is None else self.stream_codec()
+        if k is None or codec is None:
+            return None
+        fetched = fetch_chunk(self.handle(), k)
+        if fetched is None:
+            return None
+        key, raw = fetched
+        sizes = [min(piece_rows, stop - s) for s in range(start, stop, piece_rows)]
+        chunk_rows = int(self.array.chunks[0])
+        return decode_pieces(raw, codec, self.dtype, self.shape[1:], chunk_rows, sizes, key)
+
+    def stream_codec(self) -> str | None:
+        """The codec whole stored chunks are decoded in pieces with (None: zarr's own read), see :meth:`pieces`."""
+        return self._stream_codec
 
     def _whole_chunk(self, start: int, stop: int) -> int | None:
         """Index of the stored chunk whose rows are exactly ``[start, stop)``, or None."""
