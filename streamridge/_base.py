@@ -8,9 +8,11 @@ the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -312,10 +314,20 @@ class _StreamRidgeBase(BaseEstimator):
         if partial and getattr(self, "scoring", None) is not None:
             raise ParameterError("scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)")
         self._check_params()
-        with scheduler_session(self.scheduler) as scheduler:  # local:N starts while the data is opened
-            self._session_scheduler = scheduler  # every pass of this fit (statistics, metric) uses it
+        with self._pass_session():
+            return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+
+    @contextlib.contextmanager
+    def _pass_session(self) -> Iterator[None]:
+        """Every pass inside the block (statistics, metric) uses one scheduler; ``local:N`` starts now.
+
+        Its worker processes start while the data is opened and the pass planned
+        (:func:`streamridge.scheduling.scheduler_session`); :meth:`_scheduler` returns it.
+        """
+        with scheduler_session(self.scheduler) as scheduler:
+            self._session_scheduler = scheduler
             try:
-                return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+                yield
             finally:
                 self.__dict__.pop("_session_scheduler", None)
 
@@ -351,13 +363,11 @@ class _StreamRidgeBase(BaseEstimator):
             With ``meta["row_ranges"] = [[start, stop]]``.
         """
         report = PassReport()
-        with scheduler_session(self.scheduler) as scheduler:
-            self._session_scheduler = scheduler
-            try:
+        try:
+            with self._pass_session():
                 stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
-            finally:
-                self.__dict__.pop("_session_scheduler", None)
-                self.__dict__.pop("_pass_source", None)
+        finally:
+            self.__dict__.pop("_pass_source", None)
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
             "peak_rss_mb": report.extra.get("peak_rss_mb"),

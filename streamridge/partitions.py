@@ -505,12 +505,9 @@ def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
     10 x 10 cells at N = 1000 (800 MB of statistics) over 400 MB chunks
     peaked 44-75 MiB higher in pieces, 5 x 1 cells 250-340 MiB lower.
     """
-    from .piece_reads import PIECE_DEPTH
-
-    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
     lanes = max(1, plan.lanes)
-    pieces = (PIECE_DEPTH + 1 + 2 * lanes) if _light_ahead(X, plan) else 1 + lanes
-    return stats_bytes + pieces * plan.sub_rows * row_bytes < X.grid().step * row_bytes
+    rows = _ahead_rows(plan) if _light_ahead(X, plan) else (1 + lanes) * plan.sub_rows
+    return stats_bytes + rows * _row_bytes(X) < X.grid().step * _row_bytes(X)
 
 
 def _light_ahead(X: Any, plan: Plan) -> bool:
@@ -523,11 +520,20 @@ def _light_ahead(X: Any, plan: Plan) -> bool:
     with 10 x 10 cells at N = 1000 (51 MB float64 sub-blocks) the 4 pieces
     ahead (205 MB) beside the compressed chunk raised the peak by 160 MiB.
     """
+    in_flight = _ahead_rows(plan)
+    return in_flight <= X.grid().step and in_flight * _row_bytes(X) <= PREFETCH_BYTES
+
+
+def _ahead_rows(plan: Plan) -> int:
+    """Rows of the pieces in flight when decoding ahead: the queue, the one decoding, the lanes' and the next group's."""
     from .piece_reads import PIECE_DEPTH
 
-    in_flight = (PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)) * plan.sub_rows
-    row_bytes = int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
-    return in_flight <= X.grid().step and in_flight * row_bytes <= PREFETCH_BYTES
+    return (PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)) * plan.sub_rows
+
+
+def _row_bytes(X: Any) -> int:
+    """Bytes of one row of ``X`` as stored (its dtype)."""
+    return int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
 
 
 def _piece_groups(
