@@ -366,6 +366,25 @@ def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
     ]
     assert ahead == [[4], [], [0], [4, 5, 6], [4], []]
     assert not task_plan(dataclasses.replace(plan, prefetch=False), 0, 0, 1, 2).prefetch
+    bound = dataclasses.replace(plan, read_bound=True)  # reads as slow as the statistics: ahead in every wave
+    assert [i for i in range(5) if task_plan(bound, i, 0, 5, 2).prefetch] == [0, 1, 2, 3, 4]
+    assert not task_plan(dataclasses.replace(bound, prefetch=False), 0, 0, 5, 2).prefetch
+
+
+@pytest.mark.parametrize(
+    ("n_features", "dtype", "expected"),
+    [(50, np.float32, True), (50, np.float64, True), (64, np.float32, True), (65, np.float32, False),
+     (128, np.float64, True), (200, np.float64, False), (1000, np.float32, False)],
+)
+def test_read_bound_passes_are_those_of_few_features(n_features: int, dtype: Any, expected: bool) -> None:
+    """N <= 16 x itemsize and few cells: a row's ~N^2 flops of statistics take no longer than reading its bytes."""
+    X = _Declared((100_000, n_features), 1_000)
+    X.dtype = np.dtype(dtype)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    plan = plan_pass(readers, 0, 100_000, n_cells=5, stats_bytes=8 * 5 * n_features**2, memory_budget=2**31)
+    assert plan.read_bound is expected
+    many = plan_pass(readers, 0, 100_000, n_cells=100, stats_bytes=8 * 100 * n_features**2, memory_budget=2**34)
+    assert not many.read_bound  # 10 x 10 cells: the statistics of a row cost 3x more, reading no longer dominates
 
 
 class _Counted(ArrayReader):

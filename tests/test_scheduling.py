@@ -29,6 +29,13 @@ def _worker_malloc_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
 
 
+def _worker_profiles(dask_worker: Any) -> tuple[Any, bool]:
+    """The worker's profiler setting, and whether its periodic profile sampling runs."""
+    import dask
+
+    return dask.config.get("distributed.worker.profile.enabled"), "profile" in dask_worker.periodic_callbacks
+
+
 @pytest.fixture
 def count_clusters(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every LocalCluster started by the code under test (it imports the class when it starts one)."""
@@ -52,6 +59,7 @@ def test_other_specs_pass_through_unchanged() -> None:
 def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     trim = distributed.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_")
+    profile = distributed.config.get("distributed.worker.profile.enabled")
     with scheduler_session("local:1") as starting:
         assert isinstance(starting, StartingCluster) and describe(starting) == "local:1"
         assert not starting.future.done()  # the caller goes on while the worker process starts
@@ -59,11 +67,14 @@ def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatc
             assert sched.client is again.client and sched.n_workers == 1
             env = sched.client.run(_worker_malloc_env)
             modules = sched.client.run(lambda: sorted(sys.modules))
+            profiles = sched.client.run(_worker_profiles)
         assert starting.client().status == "running"  # open_scheduler does not close the session's cluster
     assert starting.client().status == "closed"
     assert list(env.values()) == [{}]  # nanny's MALLOC_TRIM_THRESHOLD_=65536 left out of the worker
     assert set(scheduling.WORKER_MODULES) <= set(next(iter(modules.values())))  # imported before any task
     assert distributed.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == trim
+    assert list(profiles.values()) == [(False, False)]  # no stack sampling every 10 ms in the workers
+    assert distributed.config.get("distributed.worker.profile.enabled") == profile  # the driver's config kept
 
 
 def test_a_failed_start_is_raised_where_the_cluster_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
