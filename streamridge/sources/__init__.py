@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
 from ..errors import InputError, SourceError
@@ -34,6 +33,9 @@ from ._memory import DaskReader, MemoryContainer, NumpyReader, as_reader
 from ._npy import has_npy, open_npy
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import is_url, local_path, remote_options
+
+if TYPE_CHECKING:  # dask.array is imported where a dask view is built (in the driver), not by a worker
+    import dask.array as da
 
 __all__ = ["ArrayReader", "RowGrid", "Source", "open_source", "write_hdf5", "write_zarr"]
 

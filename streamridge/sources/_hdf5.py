@@ -6,12 +6,11 @@ import os
 import zlib
 from typing import Any
 
-import dask.array as da
 import h5py
 import numpy as np
 
 from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows
+from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
 from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
 
@@ -283,6 +282,6 @@ def _create(file: h5py.File, name: str, value: Any, rows: int, compression: str 
     step = chunks[0] if chunks else 1
     for start in range(0, shape[0], step):
         block = value[start : start + step]
-        block = block.compute() if isinstance(block, da.Array) else np.asarray(block)
+        block = block.compute() if is_dask_array(block) else np.asarray(block)
         dataset[start : start + step] = block.astype(object) if dtype.kind == "O" else block
     return dataset

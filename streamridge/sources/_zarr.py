@@ -9,12 +9,11 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import zarr
 
 from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows
+from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import remote_errors
 from ._zstream import decode_pieces, fetch_chunk, stream_codec
@@ -330,7 +329,9 @@ def _write_array(grp: Any, name: str, value: Any, rows: int, attrs: dict[str, An
     dtype = np.dtype(value.dtype)
     chunks = (min(rows, max(shape[0], 1)), *shape[1:])
     arr = grp.create_array(name, shape=shape, dtype=dtype, chunks=chunks, attributes=attrs)
-    if isinstance(value, da.Array):
+    if is_dask_array(value):
+        import dask.array as da
+
         da.store(value.rechunk({0: chunks[0]}), arr, lock=False)
         return
     for start in range(0, shape[0], chunks[0]):
