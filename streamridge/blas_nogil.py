@@ -29,12 +29,51 @@ _ONE = ctypes.c_double(1.0)
 _UPPER, _NOTRANS, _TRANS = b"U", b"N", b"T"
 
 
+def _cython_blas() -> Any:
+    """scipy's ``scipy.linalg.cython_blas`` extension module, without importing ``scipy.linalg`` if possible.
+
+    ``import scipy.linalg`` costs 0.15-0.2 s of CPU (scipy's bundled
+    ``array_api_compat`` pulls in ``numpy.f2py``, ``numpy.ma``, ``numpy.testing``),
+    paid by every worker process of a ``local:N`` cluster before its first task,
+    on the critical path of a short pass; loading the extension file itself
+    takes ~2 ms.  The loaded module is not registered in ``sys.modules``: a
+    later ``import scipy.linalg`` loads it as usual (the shared library is
+    mapped once, so the function pointers are the same).  Falls back to the
+    normal import where the file cannot be found or loaded.
+    """
+    import sys
+
+    if "scipy.linalg" not in sys.modules:
+        try:
+            import importlib.machinery
+            import importlib.util
+            import os
+
+            import scipy
+
+            folder = os.path.join(os.path.dirname(str(scipy.__file__)), "linalg")
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "cython_blas" + suffix)
+                if os.path.exists(path):
+                    loader = importlib.machinery.ExtensionFileLoader("scipy.linalg.cython_blas", path)
+                    spec = importlib.util.spec_from_file_location("scipy.linalg.cython_blas", path, loader=loader)
+                    if spec is None:  # pragma: no cover - a path the loader refuses
+                        break
+                    module = importlib.util.module_from_spec(spec)
+                    loader.exec_module(module)
+                    return module
+        except Exception:  # pragma: no cover - fall back to the package import below
+            pass
+    from scipy.linalg import cython_blas
+
+    return cython_blas
+
+
 def _pointer(name: str) -> Any:
     """The C function pointer scipy exports for ``name`` (None when unavailable)."""
     try:
-        from scipy.linalg import cython_blas
-
-        capsule = cython_blas.__pyx_capi__[name]  # type: ignore[attr-defined]
+        cython_blas = _cython_blas()
+        capsule = cython_blas.__pyx_capi__[name]
         get_name = ctypes.pythonapi.PyCapsule_GetName
         get_name.restype = ctypes.c_char_p
         get_name.argtypes = [ctypes.py_object]

@@ -1,10 +1,11 @@
-"""What a worker of ``scheduler="local:N"`` imports to run a partition task: no ``dask.array``.
+"""What a worker of ``scheduler="local:N"`` imports to run a partition task: no ``dask.array``, no ``scipy.linalg``.
 
 A worker process imports ``streamridge.scheduling.WORKER_MODULES`` when the
 cluster starts, then unpickles and runs partition tasks (``call_task(run_partition,
 readers, ...)``).  None of it needs a dask array; ``dask.array`` (with
 ``scipy.fft``) cost about 0.14 s of CPU per worker start, on the critical path
-of a ``local:2`` fit.  The tasks here are the ones a real pass submits, pickled
+of a ``local:2`` fit; ``scipy.linalg`` 0.15-0.2 s more, where the kernel only needs
+the BLAS pointers of its ``cython_blas`` extension (:mod:`streamridge.blas_nogil`).  The tasks here are the ones a real pass submits, pickled
 in this process and run in a fresh interpreter that imported ``distributed``.
 """
 
@@ -43,7 +44,7 @@ with open(sys.argv[1], "rb") as fh:
 results = {where: [task[0](*task[1:]) for task in ts] for where, ts in tasks.items()}
 with open(sys.argv[2], "wb") as fh:
     pickle.dump(results, fh)
-print(after_imports, "dask.array" in sys.modules)
+print(after_imports, "dask.array" in sys.modules, "scipy.linalg" in sys.modules)
 """
 
 
@@ -87,7 +88,7 @@ def test_a_worker_runs_zarr_hdf5_npy_and_array_tasks_without_dask_array(
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False", "False"]  # after the worker's imports, after the tasks
+    assert proc.stdout.split() == ["False", "False", "False"]  # after the worker's imports, after the tasks
     results = pickle.loads((tmp_path / "results.pkl").read_bytes())
     for where, ts in tasks.items():
         for task, theirs in zip(ts, results[where], strict=True):
@@ -118,3 +119,27 @@ def test_is_dask_array_once_dask_array_is_imported() -> None:
     assert is_dask_array(da.from_array(X, chunks=2))
     assert not is_dask_array(X) and not is_dask_array(open_source(X, y=np.zeros(4)).readers)
     assert is_dask_array(open_source(X, y=np.zeros(4)).X)  # the views stay dask arrays
+
+
+def test_blas_pointers_without_scipy_linalg_are_scipys() -> None:
+    """The kernel's BLAS calls load ``cython_blas`` alone; the pointers equal those of ``scipy.linalg``'s module."""
+    code = """
+import ctypes, sys
+import numpy as np
+from streamridge import blas_nogil
+assert "scipy.linalg" not in sys.modules
+ours = blas_nogil._pointer("dsyrk"), blas_nogil._pointer("dgemm")
+A = np.random.default_rng(0).random((40, 6)); C = np.asfortranarray(np.eye(6))
+blas_nogil.syrk_upper(A, C)
+from scipy.linalg import cython_blas
+get = ctypes.pythonapi.PyCapsule_GetPointer
+get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+name = ctypes.pythonapi.PyCapsule_GetName
+name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+theirs = tuple(get(c, name(c)) for c in (cython_blas.__pyx_capi__["dsyrk"], cython_blas.__pyx_capi__["dgemm"]))
+print(ours == theirs and None not in ours, np.allclose(np.triu(C), np.triu(np.eye(6) + A.T @ A), rtol=1e-14))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
