@@ -249,10 +249,9 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
     passes, two tasks per core: 1.08 mean, 1.20 worst of 16 paired cells,
     against 1.15 and 1.31 without; with N = 1000 x 10 x 10 cells it cost up
     to 25 %, and with N = 50 x 10 x 10 cells it gained nothing and held up to
-    80 MiB more).  One worker (the ``sync`` scheduler) never reads ahead.
-    The statistics do not depend on it.
+    80 MiB more).  The statistics do not depend on it.
     """
-    alone = (plan.read_bound and n_workers > 1) or i >= n - (n - first) % max(1, n_workers)
+    alone = plan.read_bound or i >= n - (n - first) % max(1, n_workers)
     return dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
 
 
@@ -309,9 +308,6 @@ def _balanced_step(lo: int, hi: int, common: int, step: int, row_bytes: int, sta
     if n >= BALANCE_BELOW or (n == 1 and (hi - lo) * row_bytes < 2 * SUB_BLOCK_BYTES):
         return step
     if _light_stats(stats_bytes, (hi - lo) * row_bytes // (n + n % 2)):
-        # rounded, not counted: 128 MB in 64 MB targets of whole 1 MB chunks made 2 partitions and a
-        # 56-row stub, so 4; two waves of 2 tasks each waited on their first read block
-        n = max(1, round((hi - lo) / step))
         n += n % 2
     else:  # one more partition would cost more memory and merging than it saves (10 x 10 cells at N = 1000):
         n = max(1, round((hi - lo) / step))  # no more of them, but no stub either (16,768 + 16,768 + 18 rows)
@@ -375,18 +371,12 @@ class RangeCursor:
         return self.buf[a - self.b0 : b - self.b0]
 
 
-def block_ranges(X: Any, start: int, stop: int, read_rows: int, first_rows: int | None = None) -> Any:
-    """Yield ``(a, b)``: X rows ``[start, stop)`` in read blocks of whole stored read units.
-
-    ``first_rows``: the first block holds about that many rows (whole stored
-    units), the others ``read_rows``: a task's statistics start after a short
-    first read, and the rest is read ahead while they run.
-    """
+def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
+    """Yield ``(a, b)``: X rows ``[start, stop)`` in read blocks of whole stored read units."""
     grid = X.grid()
     pos = start
     while pos < stop:
-        rows = first_rows if first_rows and pos == start else read_rows
-        end = grid.floor(pos + rows, unit=True)
+        end = grid.floor(pos + read_rows, unit=True)
         if end <= pos:
             end = grid.ceil(pos + 1, unit=True)
         end = min(stop, end)
@@ -394,35 +384,28 @@ def block_ranges(X: Any, start: int, stop: int, read_rows: int, first_rows: int 
         pos = end
 
 
-def read_blocks(
-    X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False, read: Any = None,
-    first_rows: int | None = None,
-) -> Any:
+def read_blocks(X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False) -> Any:
     """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units.
 
     With ``prefetch`` the next block is read (and decoded) by a thread of
     this task while the caller works on the current one: two read blocks in
     memory instead of one, and the read overlaps the statistics when a core
     is free (a partition running alone, or the last ones of a pass).
-    ``read(a, b)`` replaces ``X.read`` (e.g. to read the rows of y with X's,
-    on the same thread); blocks are read in order, one at a time.
-    ``first_rows``: see :func:`block_ranges`.
     """
-    read = read or X.read
-    ranges = block_ranges(X, start, stop, read_rows, first_rows)
+    ranges = block_ranges(X, start, stop, read_rows)
     if not prefetch:
         for a, b in ranges:
-            yield a, b, read(a, b)
+            yield a, b, X.read(a, b)
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="streamridge-read") as pool:
         nxt = next(ranges, None)
-        fut = None if nxt is None else pool.submit(read, *nxt)
+        fut = None if nxt is None else pool.submit(X.read, *nxt)
         while fut is not None and nxt is not None:
             (a, b), block = nxt, fut.result()
             nxt = next(ranges, None)
-            fut = None if nxt is None else pool.submit(read, *nxt)
+            fut = None if nxt is None else pool.submit(X.read, *nxt)
             yield a, b, block
             del block
 
@@ -509,24 +492,7 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
     if _streams_pieces(readers["X"], plan):
         yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
         return
-    if plan.prefetch:  # the rows of y, groups and weights are read ahead with X's, on the read thread
-        X = readers["X"]
-
-        def read(a: int, b: int) -> tuple[np.ndarray, list[Any]]:
-            return X.read(a, b), [None if c is None else c.take(a, b, b) for c in cursors.values()]
-
-        ahead = read_blocks(X, start, stop, plan.read_rows, prefetch=True, read=read, first_rows=plan.sub_rows)
-        for a, b, (block, ygw) in ahead:
-            out = []
-            for s in range(a, b, plan.sub_rows):
-                e = min(b, s + plan.sub_rows)
-                y, g, w = (None if v is None else v[s - a : e - a] for v in ygw)
-                out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
-            yield out
-            del block, ygw, out
-        return
-    # the first block one sub-block (as read ahead, so that the statistics are the same bits on every scheduler)
-    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, first_rows=plan.sub_rows):
+    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
         out = []
         for s in range(a, b, plan.sub_rows):
             e = min(b, s + plan.sub_rows)

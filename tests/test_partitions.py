@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import time
 import warnings
 from pathlib import Path
@@ -324,10 +323,8 @@ def test_result_is_symmetric_and_matches_numpy() -> None:
 @pytest.mark.parametrize(
     "rows, chunk, n_expected",
     [
-        (100_000, 1, 2),  # 3 partitions of ~47k rows (the last a stub of 6k) -> 2 equal ones (2.1 targets)
-        (100_000, 1000, 2),  # ... in whole stored chunks
-        (160_000, 1000, 4),  # 3.4 targets of 47,000 rows -> 3 -> 4 equal ones
-        (120_000, 1000, 4),  # 2.55 targets -> 3 -> 4
+        (100_000, 1, 4),  # 3 partitions of ~47k rows (the last a stub of 6k) -> 4 equal ones
+        (100_000, 1000, 4),  # ... in whole stored chunks
         (40_000, 1, 2),  # one partition of 32 MB or more -> 2, so two workers both have one
         (3_000, 1, 1),  # small data: one partition
         (10**7, 1000, None),  # many partitions: left as planned
@@ -371,7 +368,6 @@ def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
     assert not task_plan(dataclasses.replace(plan, prefetch=False), 0, 0, 1, 2).prefetch
     bound = dataclasses.replace(plan, read_bound=True)  # reads as slow as the statistics: ahead in every wave
     assert [i for i in range(5) if task_plan(bound, i, 0, 5, 2).prefetch] == [0, 1, 2, 3, 4]
-    assert not any(task_plan(bound, i, 0, 5, 1).prefetch for i in range(5))  # one worker (sync): no read thread
     assert not task_plan(dataclasses.replace(bound, prefetch=False), 0, 0, 5, 2).prefetch
 
 
@@ -437,50 +433,6 @@ def test_read_ahead_leaves_the_statistics_bit_identical(tmp_path: Path) -> None:
     for name in ("count", "weight", "mean_x", "sxx", "sxy", "syy"):
         np.testing.assert_array_equal(getattr(ahead, name), getattr(plain, name))
     assert_stats_close(ahead, _reference(data), rtol=1e-9)
-
-
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_read_ahead_reads_y_groups_and_weights_on_the_read_thread(
-    tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Reading ahead, the task's own thread only computes: X and the 1-D arrays are read on the read thread,
-    each stored chunk once, and the statistics equal those read in the task's thread bit for bit."""
-    from streamridge.partitions import run_partition
-    from streamridge.sources._zarr import ZarrReader
-    from streamridge.stream import StatsKernel
-
-    data = _write(tmp_path / "s.zarr", np.random.default_rng(6), LAYOUTS[layout])
-    src = open_source(str(tmp_path / "s.zarr"), groups="groups", sample_weight="sample_weight")
-    readers, _ = src.pass_readers()
-    spec = PassSpec(FoldScheme("group", 3), None, 1)
-    kernel = StatsKernel(spec, N)
-    plan = dataclasses.replace(plan_pass(readers, 0, M, n_cells=3, stats_bytes=10**5, memory_budget=2**30), read_rows=500)
-    reads: list[tuple[str, str, int, int]] = []
-    read = ZarrReader.read
-
-    def recorded(self: Any, start: int, stop: int) -> np.ndarray:
-        import threading
-
-        reads.append((str(self.array.basename), threading.current_thread().name, start, stop))
-        return read(self, start, stop)
-
-    monkeypatch.setattr(ZarrReader, "read", recorded)
-    results = {}
-    for prefetch in (True, False):
-        reads.clear()
-        p = dataclasses.replace(plan, prefetch=prefetch)
-        results[prefetch] = run_partition(readers, 0, M, p, kernel, 0)
-        threads = {name: {t for a, t, *_ in reads if a == name} for name in ("X", "y", "groups", "sample_weight")}
-        if prefetch:
-            assert all(ts and all(t.startswith("streamridge-read") for t in ts) for ts in threads.values()), threads
-        else:
-            assert all(ts and not any(t.startswith("streamridge-read") for t in ts) for ts in threads.values())
-        for name in ("y", "groups", "sample_weight"):  # whole stored chunks, each once, in order
-            spans = [(a, b) for n_, _, a, b in reads if n_ == name]
-            assert spans[0][0] == 0 and spans[-1][1] == M and all(b == c for (_, b), (c, _) in itertools.pairwise(spans))
-    for name in ("count", "weight", "mean_x", "sxx", "sxy", "syy"):
-        np.testing.assert_array_equal(getattr(results[True], name), getattr(results[False], name))
-    assert_stats_close(results[True], _reference(data), rtol=1e-9)
 
 
 def test_large_statistics_are_not_split_for_balance() -> None:
