@@ -32,10 +32,12 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -187,15 +189,20 @@ def main() -> None:
         shutil.rmtree(root)
 
 
+def _map_pass(est: dict, raw: str, client: Any) -> Any:
+    return sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups")
+
+
 def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
-    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes (each cluster
-    started, and its workers warmed up by one untimed pass, before timing)."""
-    from distributed import Client, LocalCluster
+    """The map pass on a local cluster of 1 and of 2 single-threaded worker processes, started as
+    ``scheduler="local:N"`` starts them (each cluster started, and its workers warmed up by one untimed
+    pass, before timing)."""
+    from streamridge.scheduling import scheduler_session
 
     out = []
     for n in (1, 2):
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
-            run = lambda: sr.StreamRidgeCV(**est, scheduler=client).compute_stats(raw, groups="groups")  # noqa: E731
+        with scheduler_session(f"local:{n}") as cluster:
+            run = functools.partial(_map_pass, est, raw, cluster.client())
             run()
             out.append(best(run, repeats))
             print(f"    {n} worker(s): {out[-1]:.2f} s (best of {repeats}), load {os.getloadavg()[0]:.1f}")
