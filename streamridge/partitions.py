@@ -47,11 +47,11 @@ ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
 BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced_step)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
-# Reads dominate a row's work where the kernel's ~N^2 flops per row are at most this many per byte read
-# (N <= READ_BOUND_FLOPS x itemsize: N = 50 float32 and float64 do, N = 200 does not) and the rows are
-# spread over few cells (10 x 10 cells made the N = 50 statistics 3x slower per row: not read-bound); such
-# passes read ahead in every wave of tasks (see task_plan)
-READ_BOUND_FLOPS = 16
+# Reads are a large share of a row's work (40-70 % of read + statistics in bench_layouts' 5 x 1 cells at
+# N = 50 and 200; 18-30 % at N = 1000, 22-33 % with 10 x 10 cells) where the kernel's ~N^2 flops per row
+# are at most READ_BOUND_FLOPS per byte read (N <= 64 x itemsize: N = 256 float32, 512 float64) and the
+# rows are spread over few cells; such passes read ahead in every wave of tasks (see task_plan)
+READ_BOUND_FLOPS = 64
 READ_BOUND_CELLS = 16
 
 
@@ -245,13 +245,15 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
     idle workers, so their reads may overlap their statistics (a read thread
     per task).  Elsewhere every core already computes and a read thread only
     competes, unless the pass is ``read_bound``: then a task waiting on its
-    read leaves its core idle, and reading ahead keeps it busy (N = 50 zarr
-    passes, two tasks per core: 1.08 mean, 1.20 worst of 16 paired cells,
-    against 1.15 and 1.31 without; with N = 1000 x 10 x 10 cells it cost up
-    to 25 %, and with N = 50 x 10 x 10 cells it gained nothing and held up to
-    80 MiB more).  The statistics do not depend on it.
+    read leaves its core idle, and reading ahead keeps it busy (paired zarr
+    cells, two tasks per core, pass / (read + statistics): N = 50, 1.08 mean
+    and 1.20 worst of 16 against 1.15 and 1.31 without; N = 200, 1.06 against
+    1.09 over 20, 2 against 4 over 1.15; with N = 1000 x 10 x 10 cells it cost
+    up to 25 %, and with N = 50 x 10 x 10 cells it gained nothing and held up
+    to 80 MiB more).  One worker (the ``sync`` scheduler) never reads ahead.
+    The statistics do not depend on it.
     """
-    alone = plan.read_bound or i >= n - (n - first) % max(1, n_workers)
+    alone = (plan.read_bound and n_workers > 1) or i >= n - (n - first) % max(1, n_workers)
     return dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
 
 
