@@ -7,9 +7,11 @@ sample_weight in its rows exactly once, in read blocks of whole stored chunks
 larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
 one read block of X, one stored chunk of each 1-D array, one sub-block and the
 partition's statistics, whatever the number of rows or the partition size.
-A partition of the last, incomplete wave of tasks (beside an idle core) reads
-its next block while the statistics of the current one run, when both blocks
-fit ``PREFETCH_BYTES`` and the reader decodes outside the GIL (zarr).
+A partition of the last, incomplete wave of tasks (beside an idle core), and
+every partition of a pass whose reads are a large share of its work (few
+features, few cells: ``Plan.read_bound``), reads its next block while the
+statistics of the current one run, when both blocks fit ``PREFETCH_BYTES``
+and the reader decodes outside the GIL (zarr).
 A read block that is one stored chunk of several sub-blocks, from a reader
 that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
 one sub-block at a time (:mod:`streamridge.piece_reads`): the task holds the

@@ -162,10 +162,15 @@ def _start_local(n: int) -> tuple[Any, Any]:
     # (a value in the environment is still inherited); workers live for one fit.
     # The workers' statistical profiler samples every thread's stack each 10 ms, holding the GIL: it cost
     # the workers 0.4-0.5 s of CPU per 2 x 10^6 x 200 pass (3.66 s against 3.22 s without it, threads 3.05 s),
-    # and a cluster of one fit has no dashboard to show its profiles.  Off for the workers started here.
+    # and a cluster of one fit has no dashboard to show its profiles.  Off for the workers started here, and
+    # the event loops' 20 ms health tick and 0.5 s system monitor (dashboard data) slowed to 1 s and 2 s:
+    # local:2 vs threads 1.30x / 1.27x against 1.34x / 1.33x in the same run (a late tick is still reported
+    # after distributed.admin.tick.limit, 3 s; memory monitoring, which pauses a worker, is left as it is).
     config = {
         "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
         "distributed.worker.profile.enabled": False,
+        "distributed.admin.tick.interval": "1s",
+        "distributed.admin.system-monitor.interval": "2s",
     }
     with dask.config.set(config):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -29,11 +29,15 @@ def _worker_malloc_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
 
 
-def _worker_profiles(dask_worker: Any) -> tuple[Any, bool]:
-    """The worker's profiler setting, and whether its periodic profile sampling runs."""
+def _worker_profiles(dask_worker: Any) -> tuple[Any, bool, float, float]:
+    """The worker's profiler setting, whether its profile sampling runs, its tick and monitor periods (ms)."""
     import dask
 
-    return dask.config.get("distributed.worker.profile.enabled"), "profile" in dask_worker.periodic_callbacks
+    callbacks = dask_worker.periodic_callbacks
+    return (
+        dask.config.get("distributed.worker.profile.enabled"), "profile" in callbacks,
+        callbacks["tick"].callback_time, callbacks["monitor"].callback_time,
+    )
 
 
 @pytest.fixture
@@ -73,7 +77,7 @@ def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatc
     assert list(env.values()) == [{}]  # nanny's MALLOC_TRIM_THRESHOLD_=65536 left out of the worker
     assert set(scheduling.WORKER_MODULES) <= set(next(iter(modules.values())))  # imported before any task
     assert distributed.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == trim
-    assert list(profiles.values()) == [(False, False)]  # no stack sampling every 10 ms in the workers
+    assert list(profiles.values()) == [(False, False, 1000, 2000)]  # no stack sampling every 10 ms; 1 s tick
     assert distributed.config.get("distributed.worker.profile.enabled") == profile  # the driver's config kept
 
 
