@@ -76,3 +76,32 @@ def slow_copy(block: np.ndarray, delay: float = 0.05) -> np.ndarray:
     """Identity that sleeps (a slow storage read, for tests that interrupt a pass)."""
     time.sleep(delay)
     return block.copy()
+
+
+def gil_gap(fn: Any) -> tuple[float, float]:
+    """The longest stall of a Python thread stamping the clock while ``fn()`` runs, and ``fn``'s duration.
+
+    A call that holds the GIL stalls the stamping thread for about as long as
+    the call; one that releases it leaves gaps of a switch interval or so.
+    """
+    import threading
+    import time
+
+    stop, gap = threading.Event(), [0.0]
+
+    def stamps() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            now = time.perf_counter()
+            gap[0] = max(gap[0], now - last)
+            last = now
+
+    th = threading.Thread(target=stamps)
+    th.start()
+    time.sleep(0.01)
+    t = time.perf_counter()
+    fn()
+    call = time.perf_counter() - t
+    stop.set()
+    th.join()
+    return gap[0], call

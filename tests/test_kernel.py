@@ -159,35 +159,17 @@ def test_blas_updates_release_the_gil():
     as long as the whole call during ``scipy.linalg.blas.dsyrk`` (which holds
     the GIL, so the pass's worker threads ran their BLAS one at a time).
     """
-    import threading
-    import time
-
     from threadpoolctl import threadpool_limits
 
     from streamridge import blas_nogil
 
+    from .scale_utils import gil_gap
+
     A = np.random.default_rng(0).standard_normal((3000, 800))
     C = np.zeros((800, 800), order="F")
-    stop = threading.Event()
-    gap = [0.0]
-
-    def stamps() -> None:
-        last = time.perf_counter()
-        while not stop.is_set():
-            now = time.perf_counter()
-            gap[0] = max(gap[0], now - last)
-            last = now
-
     with threadpool_limits(1):
-        th = threading.Thread(target=stamps)
-        th.start()
-        time.sleep(0.01)
-        t = time.perf_counter()
-        blas_nogil.syrk_upper(A, C)
-        call = time.perf_counter() - t
-        stop.set()
-        th.join()
-    assert gap[0] < 0.5 * call, (gap[0], call)
+        gap, call = gil_gap(lambda: blas_nogil.syrk_upper(A, C))
+    assert gap < 0.5 * call, (gap, call)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 63, 64, 65, 130, 300])

@@ -8,8 +8,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from streamridge.sources._zarr import ZarrReader
 from streamridge.sources._zstream import decode_pieces, fetch_chunk, stream_codec
 from streamridge.stream import PassSpec, StatsKernel, accumulate
 
+from .scale_utils import gil_gap
 from .test_partitions import CountingStore
 
 STREAMED = {
@@ -348,27 +347,6 @@ def test_a_large_chunk_in_pieces_holds_the_compressed_chunk_and_a_few_sub_blocks
     )
 
 
-def _gil_gap(fn: Any) -> tuple[float, float]:
-    stop, gap = threading.Event(), [0.0]
-
-    def stamps() -> None:
-        last = time.perf_counter()
-        while not stop.is_set():
-            now = time.perf_counter()
-            gap[0] = max(gap[0], now - last)
-            last = now
-
-    th = threading.Thread(target=stamps)
-    th.start()
-    time.sleep(0.01)
-    t = time.perf_counter()
-    fn()
-    call = time.perf_counter() - t
-    stop.set()
-    th.join()
-    return gap[0], call
-
-
 @pytest.mark.parametrize("codec", ["zstd", "gzip"])
 def test_decoding_a_piece_releases_the_gil(tmp_path: Path, codec: str) -> None:
     """While one large piece decodes, another Python thread keeps running.
@@ -384,7 +362,7 @@ def test_decoding_a_piece_releases_the_gil(tmp_path: Path, codec: str) -> None:
     assert fetched is not None
     key, raw = fetched
     out: list[np.ndarray] = []
-    gap, call = _gil_gap(
+    gap, call = gil_gap(
         lambda: out.extend(decode_pieces(raw, codec, data.dtype, (8,), len(data), [len(data)], key))
     )
     np.testing.assert_array_equal(out[0], data)
