@@ -74,9 +74,9 @@ class Plan:
     are decoded in sub-block pieces where the reader can (see
     :func:`_streams_pieces`), ahead on a thread of the task where
     ``prefetch``; the statistics do not depend on it.  ``read_bound``:
-    reading a row takes about as long as its statistics or longer, so
-    every task (not only those of the last wave) reads ahead where
-    ``prefetch`` allows it.
+    reading is a large share of a row's work (few features, few cells, see
+    ``READ_BOUND_FLOPS``), so every task (not only those of the last wave)
+    reads ahead where ``prefetch`` allows it.
     """
 
     lo: int
