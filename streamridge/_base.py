@@ -4,6 +4,10 @@
 the first call, runs the data pass (:mod:`streamridge.stream`) and dispatches
 the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
 :mod:`streamridge.selection`.  The public classes live in :mod:`streamridge.estimators`.
+
+Nothing here imports scikit-learn at module level: the command line fits with the
+scikit-learn-free classes of :mod:`streamridge._core` (data from sources only), and
+scikit-learn's input validation is imported where in-memory arrays are validated.
 """
 
 from __future__ import annotations
@@ -16,15 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (
-    check_array,
-    check_consistent_length,
-    check_is_fitted,
-    column_or_1d,
-    validate_data,
-)
 
 from . import __version__
 from .errors import FoldError, InputError, ParameterError
@@ -100,15 +95,38 @@ def _plain(v: Any) -> Any:
 
 
 def _check_label_type(y: np.ndarray) -> None:
-    """Refuse continuous (or otherwise unknown) labels in one line, as scikit-learn does.
+    """Refuse continuous (or otherwise unknown) in-memory labels in one line, as scikit-learn does."""
+    from sklearn.utils.multiclass import check_classification_targets
 
-    The type of the distinct values is the type of the labels, so lazy sources
-    are checked on their distinct values without reading y twice.
-    """
     try:
         check_classification_targets(y)
     except ValueError as exc:
         raise InputError(" ".join(str(exc).split())) from None
+
+
+def _check_distinct_labels(labels: np.ndarray) -> None:
+    """Refuse the distinct values of a lazy y that are not class labels, without scikit-learn.
+
+    The distinct values' type is the labels' type, so this is scikit-learn's
+    ``check_classification_targets`` on 1-D labels, with its messages: non-integral
+    (or non-finite) floats, complex numbers, bytes, objects that are not strings.
+    scikit-learn's warning for more distinct labels than half the rows does not
+    apply here (every value occurs at least once in the distinct values).
+    """
+    kind = labels.dtype.kind
+    unknown = "Unknown label type: {}. Maybe you are trying to fit a classifier, which expects discrete classes on a regression target with continuous values."
+    if kind == "S" or (kind == "O" and labels.size and isinstance(labels.flat[0], bytes)):
+        raise InputError("Support for labels represented as bytes is not supported. Convert the labels to a string or integer format.")
+    if kind == "c":
+        raise InputError("Complex data not supported; class labels must be integers or strings")
+    if kind == "O" and labels.size and not isinstance(labels.flat[0], str):
+        raise InputError(unknown.format("unknown"))
+    if kind == "f":
+        if not np.all(np.isfinite(labels)):
+            what = "NaN" if np.any(np.isnan(labels)) else "infinity or a value too large for dtype('float64')"
+            raise InputError(f"Input y contains {what}.")
+        if np.any(labels != labels.astype(np.int64).astype(labels.dtype)):
+            raise InputError(unknown.format("continuous"))
 
 
 def _is_lazy(a: Any) -> bool:
@@ -117,16 +135,71 @@ def _is_lazy(a: Any) -> bool:
     return a is not None and (hasattr(a, "dask") or type(a).__name__ == "Source" or isinstance(a, str) or storage)
 
 
-class _StreamRidgeBase(BaseEstimator):
-    """Shared fit/partial_fit/solve logic of the regressor and the classifier."""
+class _StreamRidgeBase:
+    """Shared fit/partial_fit/solve logic of the regressor and the classifier.
+
+    ``get_params`` / ``set_params`` are those of the scikit-learn-free classes
+    (:mod:`streamridge._core`); the public estimators put ``BaseEstimator`` first
+    in their bases, so scikit-learn's own (deep parameters, validation) serve them.
+    """
 
     _classifier = False
+    _model_name = "StreamRidgeCV"  # the public class of this model: model files and messages name it
 
     stats_: FoldStats
     _spec: PassSpec
 
+    # the constructor's parameters (set by the classes of streamridge._core)
+    alphas: Any
+    cv: Any
+    fit_intercept: bool
+    standardize: bool
+    alpha_per_target: bool
+    random_state: Any
+    solver: str
+    alpha_rule: str
+    n_blocks: int
+    selection: str | None
+    max_features: int | None
+    min_features: int | None
+    force_features: Any
+    patience: int | None
+    chunk_rows: int | None
+    scheduler: Any
+    checkpoint: Any
+    progress: Any
+    skip_nonfinite: bool
+    features: Any
+    feature_prefixes: Any
+
     def _balanced(self) -> bool | np.ndarray:
         return False
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        import inspect
+
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters (as scikit-learn's; nested maps' parameters are not expanded)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> Any:
+        """Set constructor parameters by name; unknown names are refused."""
+        names = self._param_names()
+        for name, value in params.items():
+            if name not in names:
+                raise ParameterError(f"invalid parameter {name!r} for {self._model_name}; valid parameters: {names}")
+            setattr(self, name, value)
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "coef_"):
+            from sklearn.utils.validation import check_is_fitted
+
+            check_is_fitted(self, "coef_")  # scikit-learn's NotFittedError
 
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> None:
@@ -149,9 +222,10 @@ class _StreamRidgeBase(BaseEstimator):
 
     # ------------------------------------------------------------------ feature maps (streamridge.features)
     def _check_feature_params(self) -> None:
-        from .features.estimator import check_map
+        if getattr(self, "features", None) is not None:  # the feature maps are scikit-learn transformers
+            from .features.estimator import check_map
 
-        check_map(getattr(self, "features", None))
+            check_map(self.features)
         if getattr(self, "feature_prefixes", None) is not None and self.selection is not None:
             raise ParameterError("feature_prefixes and selection cannot be combined; choose the prefix size or select features")
 
@@ -220,12 +294,14 @@ class _StreamRidgeBase(BaseEstimator):
                     self.feature_names_ = np.asarray(src.feature_names, dtype=object)
             elif int(src.X.shape[1]) != self.n_features_in_:
                 raise InputError(
-                    f"X has {src.X.shape[1]} features, but {type(self).__name__} is expecting "
+                    f"X has {src.X.shape[1]} features, but {self._model_name} is expecting "
                     f"{self.n_features_in_} features as input"
                 )
             return src
+        from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d, validate_data
+
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            raise ValueError(f"{self._model_name} requires y to be passed, but the target y is None")
         # finiteness is checked chunk by chunk in the pass (errors name the rows; skip_nonfinite drops them)
         X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
         y = check_array(
@@ -299,7 +375,7 @@ class _StreamRidgeBase(BaseEstimator):
             if y.ndim == 2 and y.shape[1] != 1:
                 raise InputError(f"a classifier needs 1-D class labels y; got y of shape {tuple(y.shape)}")
             labels = _distinct(y)
-            _check_label_type(labels)
+            _check_distinct_labels(labels)
         else:
             labels = np.unique(np.asarray(classes))
         if labels.shape[0] < 2:
@@ -628,7 +704,7 @@ class _StreamRidgeBase(BaseEstimator):
         """Run the selection path; sets selection attributes and returns the support mask."""
         from .selection import op_rr, select_features
 
-        opts = {
+        opts: dict[str, Any] = {
             "max_features": self.max_features,
             "min_features": self.min_features,
             "force": tuple(int(f) for f in (self.force_features or ())),
@@ -638,7 +714,7 @@ class _StreamRidgeBase(BaseEstimator):
         if self.selection == "op-rr":
             res = op_rr(forms, full, alphas, **opts)
         else:
-            res = select_features(forms, alphas, direction=self.selection, patience=self.patience, **opts)
+            res = select_features(forms, alphas, direction=str(self.selection), patience=self.patience, **opts)
         table = res.as_table()
         alpha_col = np.array([s.alpha if np.ndim(s.alpha) == 0 else np.nan for s in res.steps])
         path = np.zeros(len(table), dtype=[*table.dtype.descr[:2], ("alpha", "f8"), *table.dtype.descr[2:]])
@@ -670,16 +746,18 @@ class _StreamRidgeBase(BaseEstimator):
             self.intercept_ = 0.0 if one else np.zeros_like(intercept)
 
     def _linear(self, X: Any, groups: Any = None) -> Any:
-        check_is_fitted(self, "coef_")
+        self._check_fitted()
         if getattr(self, "features_", None) is not None:
             return self._linear_mapped(X, groups)
         if _is_lazy(X) and not isinstance(X, str):
             if X.shape[1] != self.n_features_in_:
-                raise InputError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input")
+                raise InputError(f"X has {X.shape[1]} features, but {self._model_name} is expecting {self.n_features_in_} features as input")
             coef = np.atleast_2d(self.coef_)
             b = np.atleast_1d(self.intercept_)
             out = X.map_blocks(lambda a: np.asarray(a, dtype=np.float64) @ coef.T + b, dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
             return out
+        from sklearn.utils.validation import validate_data
+
         X = validate_data(self, X, reset=False, dtype="numeric")
         return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
 
@@ -690,6 +768,8 @@ class _StreamRidgeBase(BaseEstimator):
         coef = np.atleast_2d(self.coef_)
         b = np.atleast_1d(self.intercept_)
         if not (_is_lazy(X) and not isinstance(X, str)):
+            from sklearn.utils.validation import validate_data
+
             X = validate_data(self, X, reset=False, dtype="numeric")
         F = mapped_input(self.features_, X, groups)
         if hasattr(F, "dask"):

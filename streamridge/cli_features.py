@@ -44,10 +44,13 @@ def add_stats_options(p: argparse.ArgumentParser) -> None:
 
 
 def estimator_params(args: argparse.Namespace) -> dict[str, Any]:
-    """``features`` and ``feature_prefixes`` estimator parameters from the parsed options."""
-    from .features import read_features_file
+    """``features`` and ``feature_prefixes`` estimator parameters from the parsed options.
 
+    The maps (scikit-learn transformers) are imported only with ``--features``.
+    """
     path = getattr(args, "features", None)
+    if path is not None:
+        from .features import read_features_file
     return {
         "features": None if path is None else read_features_file(path),
         "feature_prefixes": getattr(args, "prefixes", None),

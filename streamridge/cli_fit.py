@@ -18,8 +18,12 @@ from .scheduling import scheduler_session
 
 
 def _estimator(args: argparse.Namespace, scheduler: Any = None) -> Any:
-    """The estimator of ``args``; ``scheduler`` (a started session's cluster) replaces ``--scheduler``."""
-    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+    """The estimator of ``args``; ``scheduler`` (a started session's cluster) replaces ``--scheduler``.
+
+    The scikit-learn-free classes (:mod:`streamridge._core`): the command reads sources, never
+    in-memory arrays, and its model file loads as the public estimator.
+    """
+    from ._core import _RidgeClassifierCV, _RidgeCV
 
     if args.leave_group_out:
         cv: Any = "groups"
@@ -54,8 +58,8 @@ def _estimator(args: argparse.Namespace, scheduler: Any = None) -> Any:
     }
     if args.classify:
         balanced = getattr(args, "balanced", False)
-        return StreamRidgeClassifierCV(class_weight="balanced" if balanced else None, **params)
-    return StreamRidgeCV(**params)
+        return _RidgeClassifierCV(class_weight="balanced" if balanced else None, **params)
+    return _RidgeCV(**params)
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -84,7 +88,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     check_checkpoint(args.checkpoint)
     out = targets[0]
     with scheduler_session(args.scheduler if args.stats is None else None) as scheduler:
-        est = _estimator(args, scheduler)  # local:N workers start while scikit-learn is imported and the data opened
+        est = _estimator(args, scheduler)  # local:N workers start while the data is opened
         if args.stats is not None:
             stats = _read_stats(args.stats)
             scheme = stats.meta.get("scheme") or {}

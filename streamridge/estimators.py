@@ -8,20 +8,12 @@ score lambdas and feature sets.
 
 from __future__ import annotations
 
-from typing import Any
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
-
-from ._base import _plain, _StreamRidgeBase
-from .errors import ParameterError
+from ._core import _RidgeClassifierCV, _RidgeCV
 from .stats import FoldStats
 
 __all__ = ["FoldStats", "StreamRidgeCV", "StreamRidgeClassifierCV"]
-
-_PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features_selected_")
-
 
 _COMMON_DOC = """
     Parameters
@@ -102,7 +94,7 @@ _COMMON_DOC = """
 """
 
 
-class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
+class StreamRidgeCV(RegressorMixin, BaseEstimator, _RidgeCV):
     __doc__ = (
         "Ridge regression with exact K-fold lambda search from streamed statistics.\n"
         + _COMMON_DOC
@@ -152,68 +144,13 @@ class StreamRidgeCV(RegressorMixin, _StreamRidgeBase):
     """
     )
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
-        self.alphas = alphas
-        self.cv = cv
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.alpha_per_target = alpha_per_target
-        self.random_state = random_state
-        self.solver = solver
-        self.alpha_rule = alpha_rule
-        self.n_blocks = n_blocks
-        self.selection = selection
-        self.max_features = max_features
-        self.min_features = min_features
-        self.force_features = force_features
-        self.patience = patience
-        self.chunk_rows = chunk_rows
-        self.scheduler = scheduler
-        self.checkpoint = checkpoint
-        self.progress = progress
-        self.skip_nonfinite = skip_nonfinite
-        self.features = features
-        self.feature_prefixes = feature_prefixes
-        self.nested = nested
-        self.scoring = scoring
-        self.rescore = rescore
-
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
 
-    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
-        """Stream over the rows once, then choose lambda by K-fold CV and fit on all rows.
 
-        Parameters
-        ----------
-        X : array of shape (n_samples, n_features), dask array, Source or path
-        y : array of shape (n_samples,) or (n_samples, n_targets), or None with a source
-        groups : array of shape (n_samples,) or None
-        sample_weight : array of shape (n_samples,) or None
-        """
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
-            self.__dict__.pop(attr, None)
-        return self._fit(X, y, groups, sample_weight, partial=False)
-
-    def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeCV:
-        """Add rows (global row indices continue across calls) and refit from the merged statistics.
-
-        With ``cv="groups"`` each new group id adds a fold (a call may hold one series).
-        """
-        return self._fit(X, y, groups, sample_weight, partial=True)
-
-    def predict(self, X: Any, groups: Any = None) -> Any:
-        """Predictions of shape (n_samples,) or (n_samples, n_targets).
-
-        ``groups`` (series id per row) matters only for a stateful feature map.
-        """
-        out = self._linear(X, groups)
-        return out[:, 0] if self._y_1d else out
-
-
-class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
+class StreamRidgeClassifierCV(ClassifierMixin, BaseEstimator, _RidgeClassifierCV):
     __doc__ = (
         "Ridge classifier (targets +1/-1 per class, one-vs-rest) with exact K-fold lambda search.\n"
         + _COMMON_DOC
@@ -238,82 +175,3 @@ class StreamRidgeClassifierCV(ClassifierMixin, _StreamRidgeBase):
         of the chosen model (per-class error, balanced error rate).
     """
     )
-
-    _classifier = True
-
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
-        self.alphas = alphas
-        self.cv = cv
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.alpha_per_target = alpha_per_target
-        self.class_weight = class_weight
-        self.random_state = random_state
-        self.solver = solver
-        self.alpha_rule = alpha_rule
-        self.n_blocks = n_blocks
-        self.selection = selection
-        self.max_features = max_features
-        self.min_features = min_features
-        self.force_features = force_features
-        self.patience = patience
-        self.chunk_rows = chunk_rows
-        self.scheduler = scheduler
-        self.checkpoint = checkpoint
-        self.progress = progress
-        self.skip_nonfinite = skip_nonfinite
-        self.features = features
-        self.feature_prefixes = feature_prefixes
-        self.nested = nested
-        self.scoring = scoring
-        self.rescore = rescore
-
-    def _balanced(self) -> bool | np.ndarray:
-        cw = self.class_weight
-        if cw is None or cw == "balanced":
-            return cw == "balanced"
-        if not isinstance(cw, dict):
-            raise ParameterError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}; got class_weight={cw!r}")
-        if getattr(self, "_labels", None) is None:
-            return False
-        factors = np.array([float(cw.get(_plain(c), 1.0)) for c in self._labels])
-        if np.any(~np.isfinite(factors) | (factors < 0)):
-            raise ParameterError(f"class_weight values must be non-negative; got class_weight={cw!r}")
-        return factors
-
-    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> StreamRidgeClassifierCV:
-        """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
-            self.__dict__.pop(attr, None)
-        self._balanced()
-        return self._fit(X, y, groups, sample_weight, partial=False)
-
-    def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, classes: Any = None) -> StreamRidgeClassifierCV:
-        """Add rows; ``classes`` (all labels) is required on the first call."""
-        if not hasattr(self, "stats_") and classes is None:
-            raise ParameterError("classes must be passed on the first call to partial_fit (all labels that will occur)")
-        self._balanced()
-        return self._fit(X, y, groups, sample_weight, classes, partial=True)
-
-    @property
-    def classes_(self) -> np.ndarray:
-        """Class labels, sorted."""
-        check_is_fitted(self, "coef_")
-        return np.asarray(self._labels)
-
-    def decision_function(self, X: Any, groups: Any = None) -> Any:
-        """Scores of shape (n_samples,) for two classes, else (n_samples, n_classes)."""
-        out = self._linear(X, groups)
-        return out[:, 0] if out.shape[1] == 1 else out
-
-    def predict(self, X: Any, groups: Any = None) -> Any:
-        """Class labels (``groups``: series ids for a stateful feature map)."""
-        scores = self.decision_function(X, groups)
-        classes = self.classes_
-        if hasattr(scores, "dask"):
-            idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
-        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-        return classes[idx]
-
-

@@ -129,7 +129,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, include_stats: b
         If the estimator is not fitted, or ``include_stats`` without statistics.
     """
     if not hasattr(estimator, "coef_") or not hasattr(estimator, "_spec"):
-        raise ModelFileError(f"{type(estimator).__name__} is not fitted; call fit before save_model")
+        raise ModelFileError(f"{getattr(estimator, '_model_name', type(estimator).__name__)} is not fitted; call fit before save_model")
     stats: FoldStats | None = getattr(estimator, "stats_", None)
     if include_stats and stats is None:
         raise ModelFileError(
@@ -221,7 +221,7 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
         "format": MODEL_FORMAT,
         "format_version": MODEL_VERSION,
         "streamridge_version": __version__,
-        "estimator": type(estimator).__name__,
+        "estimator": getattr(estimator, "_model_name", type(estimator).__name__),
         "params": params,
         "params_dropped": dropped,
         "task": "classification" if spec.classes is not None else "regression",

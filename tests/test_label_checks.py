@@ -114,3 +114,59 @@ def test_memory_bound_is_a_lower_bound_of_the_pass(monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: 6 * one - 1)
     with pytest.raises(InputError, match=r"a pass over 10 chunk\(s\) holds at least 6 copies"):
         memory.check_stats_memory(5, 3, 100, 3, n_chunks=10)
+
+
+LABEL_CASES = {
+    "ints": np.array([0, 1, 2]),
+    "bools": np.array([False, True]),
+    "strings": np.array(["a", "b"]),
+    "object strings": np.array(["a", "b"], dtype=object),
+    "integral floats": np.array([0.0, 2.0, 5.0]),
+    "float32 integral": np.array([-1.0, 1.0], dtype=np.float32),
+    "continuous": np.array([0.0, 0.5, 1.0]),
+    "float32 continuous": np.array([0.25, 1.0], dtype=np.float32),
+    "nan": np.array([0.0, 1.0, np.nan]),
+    "inf": np.array([0.0, np.inf]),
+    "objects": np.array([1, 2], dtype=object),
+    "bytes": np.array([b"a", b"b"]),
+    "complex": np.array([1 + 1j, 2 + 0j]),
+    "large ints": np.array([0, 2**62]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LABEL_CASES))
+def test_distinct_label_check_agrees_with_scikit_learn(case):
+    """The scikit-learn-free check of a lazy y's distinct labels (what ``streamridge fit --classify``
+    runs) accepts and refuses what ``check_classification_targets`` does, with its message."""
+    from sklearn.utils.multiclass import check_classification_targets
+
+    from streamridge._base import _check_distinct_labels
+
+    labels = LABEL_CASES[case]
+    try:
+        check_classification_targets(labels)
+    except (ValueError, TypeError) as exc:
+        expected: str | None = " ".join(str(exc).split())
+    else:
+        expected = None
+    try:
+        _check_distinct_labels(labels)
+    except InputError as exc:
+        got: str | None = str(exc)
+    else:
+        got = None
+    if expected is None or got is None:
+        assert got == expected
+    elif case == "complex":
+        assert expected.startswith("Complex data not supported") and got.startswith("Complex data not supported")
+    else:
+        assert got == expected
+
+
+def test_many_distinct_lazy_labels_do_not_warn(rng, recwarn):
+    """More than 20 classes in a lazy y: scikit-learn's 'more unique classes than half the samples'
+    warning counted the distinct values as samples; the distinct-label check does not warn."""
+    X = rng.standard_normal((1000, 3))
+    labels = np.arange(1000) % 25
+    StreamRidgeClassifierCV(alphas=[1.0]).fit(da.from_array(X, chunks=(250, -1)), da.from_array(labels, chunks=250))
+    assert not [w for w in recwarn if "unique classes" in str(w.message)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.linear_model import lars_path_gram
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
@@ -41,6 +40,8 @@ def lars_ranking(A: np.ndarray, B: np.ndarray, n_samples: float) -> np.ndarray:
         LARS order; features LARS never activates (collinear ones) follow by
         decreasing ``|X'y|``, then index.
     """
+    from sklearn.linear_model import lars_path_gram  # scikit-learn only where op-rr ranks features
+
     b = B if B.ndim == 1 else B.sum(axis=1)
     N = A.shape[0]
     _, active, _ = lars_path_gram(
