@@ -74,3 +74,21 @@ def test_full_form_of_one_cell_leaves_the_statistics_alone(rng):
     build_full_form(stats, fit_intercept=False, standardize=True)
     for name in ("sxx", "sxy", "syy", "mean_x", "mean_y", "weight"):
         np.testing.assert_array_equal(getattr(stats, name), getattr(before, name))
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_forms_are_the_same_on_threads_and_serially(rng, monkeypatch, standardize):
+    """Small N builds the folds' forms on one thread (forms.PARALLEL_FORMS_N); the threaded build of
+    larger N gives bit-identical forms (every fold is built by the same operations either way)."""
+    import streamridge.forms as forms
+
+    *_, stats = data(rng, K=6)
+    calls = []
+    real = forms.map_folds
+    monkeypatch.setattr(forms, "map_folds", lambda fn, n, workers=None: calls.append(workers) or real(fn, n, workers=workers))
+    serial = forms.build_forms(stats, standardize=standardize, balanced=True)
+    monkeypatch.setattr(forms, "PARALLEL_FORMS_N", 1)
+    threaded = forms.build_forms(stats, standardize=standardize, balanced=True)
+    assert calls == [1, None]  # N = 5: one thread; then the default, one per core
+    for name in ("At", "Bt", "Av", "Bv", "cv", "x_offset", "y_offset", "scale", "n_train", "n_val"):
+        np.testing.assert_array_equal(getattr(serial, name), getattr(threaded, name), err_msg=name)
