@@ -9,7 +9,8 @@ interpreter alone (``python -c pass``) and ``import numpy`` are measured in the 
 floor: ``streamridge info`` must read a ``.npz`` file, so it cannot start faster than numpy.
 Checkouts are measured alternately, so a change of machine load hits both columns alike.
 ``--fit`` adds ``streamridge fit`` of M=100,000 x N=200 .npy files (23 groups, 60 lambdas; the
-shape of ``bench_inmemory.py``) and the imports any fit needs; the CPU time (user + system of the
+shape of ``bench_inmemory.py``), ``streamridge predict`` of the same files with that fit's model,
+and the imports any fit needs; the CPU time (user + system of the
 child, best of N) is printed too, steadier than wall time on a shared machine.
 """
 
@@ -76,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout to measure in the same run")
-    parser.add_argument("--fit", action="store_true", help="also a CLI fit of 100,000 x 200 .npy files")
+    parser.add_argument("--fit", action="store_true", help="also a CLI fit and predict of 100,000 x 200 .npy files")
     args = parser.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +94,13 @@ def main() -> None:
             cases["import numpy, scipy.linalg, dask.array, sklearn.base"] = [
                 py, "-c", "import numpy, scipy.linalg, dask.array, sklearn.base"
             ]
-            cases["streamridge fit (100,000 x 200 .npy)"] = [py, "-m", "streamridge", *write_fit_data(tmp)]
+            fit = write_fit_data(tmp)
+            cases["streamridge fit (100,000 x 200 .npy)"] = [py, "-m", "streamridge", *fit]
+            model_of_fit, data = fit[fit.index("--out") + 1], fit[fit.index("--data") + 1]
+            cases["streamridge predict (same files)"] = [
+                py, "-m", "streamridge", "predict", "--model", model_of_fit, "--data", data,
+                "--out", os.path.join(tmp, "predictions.zarr"), "--overwrite", "--quiet",
+            ]
         roots = [("this checkout", REPO)] + ([("baseline", args.baseline)] if args.baseline else [])
         print(f"load average at start {os.getloadavg()[0]:.2f}; wall (CPU) in seconds, best of {args.repeat}")
         print(f"{'command':54s}" + "".join(f"{name:>22s}" for name, _ in roots))

@@ -64,11 +64,11 @@ def _progress(enabled: bool, total: int) -> Any:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """``streamridge predict``: stream X through the model, write predictions atomically."""
-    from .model_io import load_model
+    from .model_io import load_model_core
     from .sources import open_source, write_hdf5, write_zarr
 
     (out,) = check_outputs([Output(args.out, "predictions")], [args.data, args.model], overwrite=args.overwrite)
-    model = load_model(args.model)
+    model = load_model_core(args.model)  # X is a source: no scikit-learn needed
     source = open_source(
         args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
     )

@@ -343,10 +343,23 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     ModelFileError
         Missing file, not a streamridge model, corrupted, or a newer format version.
     """
+    return _load(path, core=False)
+
+
+def load_model_core(path: str | os.PathLike[str]) -> Any:
+    """:func:`load_model` as the scikit-learn-free classes of :mod:`streamridge._core`.
+
+    What ``streamridge predict`` uses: it predicts from sources (dask arrays), never
+    validates in-memory input, so it does not import scikit-learn.
+    """
+    return _load(path, core=True)
+
+
+def _load(path: str | os.PathLike[str], *, core: bool) -> Any:
     header, arrays = read_model(path)
     name = os.fspath(path)
     try:
-        est = _build(header, arrays)
+        est = _build(header, arrays, core=core)
     except ModelFileError:
         raise
     except (KeyError, TypeError, ValueError) as exc:
@@ -354,10 +367,16 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     return est
 
 
-def _estimator_class(name: str) -> type:
-    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+def _estimator_class(name: str, *, core: bool = False) -> type:
+    classes: dict[str, type]
+    if core:
+        from ._core import _RidgeClassifierCV, _RidgeCV
 
-    classes = {"StreamRidgeCV": StreamRidgeCV, "StreamRidgeClassifierCV": StreamRidgeClassifierCV}
+        classes = {"StreamRidgeCV": _RidgeCV, "StreamRidgeClassifierCV": _RidgeClassifierCV}
+    else:
+        from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
+
+        classes = {"StreamRidgeCV": StreamRidgeCV, "StreamRidgeClassifierCV": StreamRidgeClassifierCV}
     if name not in classes:
         raise ModelFileError(
             f"unknown estimator class {name!r} in model file; expected one of {sorted(classes)}"
@@ -365,8 +384,8 @@ def _estimator_class(name: str) -> type:
     return classes[name]
 
 
-def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-    cls = _estimator_class(str(header["estimator"]))
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], *, core: bool = False) -> Any:
+    cls = _estimator_class(str(header["estimator"]), core=core)
     allowed = set(cls().get_params(deep=False))
     params = {k: v for k, v in header["params"].items() if k in allowed}
     est = cls(**params)

@@ -161,7 +161,7 @@ def test_predict_two_targets(tmp_path, rng, capsys):
 
 
 def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch):
-    from streamridge.estimators import StreamRidgeCV
+    from streamridge._core import _RidgeCV as StreamRidgeCV  # the class `predict` loads the model as
 
     model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
     assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0

@@ -204,3 +204,28 @@ def test_the_core_classes_have_the_estimators_parameters() -> None:
         with pytest.raises(ParameterError, match="invalid parameter 'folds'"):
             core().set_params(folds=3)
         assert core._model_name == public.__name__
+
+
+@pytest.mark.parametrize("classify", [False, True])
+def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(tmp_path: Path, zarr_store: Path, classify: bool) -> None:
+    """``predict`` loads the model as the scikit-learn-free class (its X is a source); the arrays it
+    writes equal the loaded public estimator's ``predict`` / ``decision_function``."""
+    import zarr
+
+    from streamridge import load_model
+    from streamridge.cli import main
+
+    model = tmp_path / "m.npz"
+    y = ["--y", "c", "--classify"] if classify else []
+    assert main(["fit", "--data", str(zarr_store), *y, "--out", str(model), "--quiet"]) == 0
+    preds = tmp_path / "p.zarr"
+    argv = ["predict", "--model", str(model), "--data", str(zarr_store), "--out", str(preds), "--quiet"]
+    argv += ["--scores"] if classify else []
+    code = f"from streamridge.cli import main\nassert main({argv!r}) == 0"
+    assert _imported(code, ("sklearn",), cwd=tmp_path) == []
+    est = load_model(str(model))
+    X = np.asarray(zarr.open_group(str(zarr_store), mode="r")["X"][:])
+    out = zarr.open_group(str(preds), mode="r")
+    np.testing.assert_array_equal(np.asarray(out["predictions"][:]), est.predict(X))
+    if classify:
+        np.testing.assert_allclose(np.asarray(out["scores"][:]), est.decision_function(X), rtol=1e-12)
