@@ -360,10 +360,10 @@ def build_report(model_path: str) -> tuple[list[Section], str]:
     MissingDependencyError
         matplotlib is not installed.
     """
-    from .model_io import load_model
+    from .model_io import load_model_core
     from .plot import require_matplotlib
 
-    model = load_model(model_path)
+    model = load_model_core(model_path)  # the report reads the fitted attributes: no scikit-learn needed
     require_matplotlib()
     header = dict(getattr(model, "_model_header", {}) or {})
     sections = build_sections(model, header, os.path.abspath(model_path))

@@ -229,3 +229,16 @@ def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(t
     np.testing.assert_array_equal(np.asarray(out["predictions"][:]), est.predict(X))
     if classify:
         np.testing.assert_allclose(np.asarray(out["scores"][:]), est.decision_function(X), rtol=1e-12)
+
+
+def test_report_imports_no_scikit_learn(tmp_path: Path, zarr_store: Path) -> None:
+    """``report`` reads the fitted attributes of the model as the scikit-learn-free class."""
+    pytest.importorskip("matplotlib")
+    from streamridge.cli import main
+
+    model = tmp_path / "m.npz"
+    assert main(["fit", "--data", str(zarr_store), "--y", "c", "--classify", "--select", "forward", "--out", str(model), "--quiet"]) == 0
+    page = tmp_path / "r.html"
+    code = f"from streamridge.cli import main\nassert main(['report', {str(model)!r}, '--out', {str(page)!r}]) == 0"
+    assert _imported(code, ("sklearn",), cwd=tmp_path) == []
+    assert "selection path" in page.read_text().lower()
