@@ -195,6 +195,23 @@ class _StreamRidgeBase:
             setattr(self, name, value)
         return self
 
+    def _validate_X(self, X: Any, *, reset: bool, **kw: Any) -> Any:
+        """In-memory X checked as scikit-learn does (``n_features_in_``, feature names where it can).
+
+        The public estimators use ``validate_data``; the classes of :mod:`streamridge._core`
+        (no scikit-learn tags) get the same array checks and feature count.
+        """
+        from sklearn.utils.validation import check_array, validate_data
+
+        if hasattr(self, "__sklearn_tags__"):
+            return validate_data(self, X, reset=reset, dtype="numeric", **kw)
+        X = check_array(X, dtype="numeric", **kw)
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+        elif X.shape[1] != self.n_features_in_:
+            raise InputError(f"X has {X.shape[1]} features, but {self._model_name} is expecting {self.n_features_in_} features as input")
+        return X
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "coef_"):
             from sklearn.utils.validation import check_is_fitted
@@ -298,12 +315,12 @@ class _StreamRidgeBase:
                     f"{self.n_features_in_} features as input"
                 )
             return src
-        from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d, validate_data
+        from sklearn.utils.validation import check_array, check_consistent_length, column_or_1d
 
         if y is None:
             raise ValueError(f"{self._model_name} requires y to be passed, but the target y is None")
         # finiteness is checked chunk by chunk in the pass (errors name the rows; skip_nonfinite drops them)
-        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+        X = self._validate_X(X, reset=reset, ensure_all_finite=False)
         y = check_array(
             y, ensure_2d=False, dtype=None if self._classifier else "numeric", ensure_all_finite=False,
             input_name="y", ensure_min_samples=0,
@@ -756,9 +773,7 @@ class _StreamRidgeBase:
             b = np.atleast_1d(self.intercept_)
             out = X.map_blocks(lambda a: np.asarray(a, dtype=np.float64) @ coef.T + b, dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
             return out
-        from sklearn.utils.validation import validate_data
-
-        X = validate_data(self, X, reset=False, dtype="numeric")
+        X = self._validate_X(X, reset=False)
         return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
 
     def _linear_mapped(self, X: Any, groups: Any) -> Any:
@@ -768,9 +783,7 @@ class _StreamRidgeBase:
         coef = np.atleast_2d(self.coef_)
         b = np.atleast_1d(self.intercept_)
         if not (_is_lazy(X) and not isinstance(X, str)):
-            from sklearn.utils.validation import validate_data
-
-            X = validate_data(self, X, reset=False, dtype="numeric")
+            X = self._validate_X(X, reset=False)
         F = mapped_input(self.features_, X, groups)
         if hasattr(F, "dask"):
             return F.map_blocks(lambda a: a @ coef.T + b, dtype=np.float64, chunks=(F.chunks[0], (coef.shape[0],)))

@@ -242,3 +242,22 @@ def test_report_imports_no_scikit_learn(tmp_path: Path, zarr_store: Path) -> Non
     code = f"from streamridge.cli import main\nassert main(['report', {str(model)!r}, '--out', {str(page)!r}]) == 0"
     assert _imported(code, ("sklearn",), cwd=tmp_path) == []
     assert "selection path" in page.read_text().lower()
+
+
+def test_the_core_classes_fit_in_memory_arrays_as_the_estimators_do() -> None:
+    """The core classes also take in-memory arrays (scikit-learn's array checks, imported on use):
+    the same model as the public estimators, and the same one-line feature-count error."""
+    from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
+    from streamridge._core import _RidgeClassifierCV, _RidgeCV
+    from streamridge.errors import InputError
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((120, 4))
+    y = X @ np.arange(1.0, 5.0) + rng.standard_normal(120)
+    for public, core, target in ((StreamRidgeCV, _RidgeCV, y), (StreamRidgeClassifierCV, _RidgeClassifierCV, np.digitize(y, [-1, 1]))):
+        a, b = core(cv=4).fit(X, target), public(cv=4).fit(X, target)
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        np.testing.assert_array_equal(a.predict(X), b.predict(X))
+        assert a.n_features_in_ == 4
+        with pytest.raises(InputError, match=f"X has 3 features, but {public.__name__} is expecting 4 features as input"):
+            a.predict(X[:, :3])
