@@ -47,7 +47,7 @@ PREFETCH_BYTES = 128 * 2**20  # two read blocks (decoded) up to this size: the n
 SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
 ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell: a partition's fixed cost
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
-BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced_step)
+BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
 # Reads are a large share of a row's work (40-70 % of read + statistics in bench_layouts' 5 x 1 cells at
 # N = 50 and 200; 18-30 % at N = 1000, 22-33 % with 10 x 10 cells) where the kernel's ~N^2 flops per row
@@ -170,9 +170,10 @@ def plan_pass(
     read_bound = N <= READ_BOUND_FLOPS * np.dtype(X.dtype).itemsize and n_cells <= READ_BOUND_CELLS
     if all(g.regular for g in grids.values()):
         common, step = _regular_step(grids, target)
+        balanced = None
         if partition_rows is None:  # sizes asked for are kept
-            step = _balanced_step(lo, hi, common, step, row_bytes, stats_bytes)
-        plan = Plan(lo, hi, step, None, read_rows, sub_rows, prefetch, read_bound=read_bound)
+            step, balanced = _balanced(lo, hi, common, step, row_bytes, stats_bytes)
+        plan = Plan(lo, hi, step, balanced, read_rows, sub_rows, prefetch, read_bound=read_bound)
     else:
         bounds = _irregular_bounds(grids, lo, hi, target)
         plan = Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch, read_bound=read_bound)
@@ -220,7 +221,7 @@ def _lanes_instead(plan: Plan, row_bytes: int, stats_bytes: int) -> bool:
         return False
     total = plan.hi - plan.lo
     if _light_stats(stats_bytes, total * row_bytes // (n + n % 2)):
-        return False  # light statistics: _balanced_step evens the partitions out
+        return False  # light statistics: _balanced evens the partitions out
     sizes = [b - a for a, b in (plan.rows(i) for i in range(n))]
     return n % 2 == 1 or (max(sizes) - min(sizes)) * 8 * n > total
 
@@ -296,30 +297,54 @@ def _regular_step(grids: dict[str, Any], target: int) -> tuple[int, int]:
     return common, max(common, (target // common) * common)
 
 
-def _balanced_step(lo: int, hi: int, common: int, step: int, row_bytes: int, stats_bytes: int) -> int:
+def _balanced(lo: int, hi: int, common: int, step: int, row_bytes: int, stats_bytes: int) -> tuple[int, tuple[int, ...] | None]:
     """``step`` evened out: partitions of about equal size, an even number of them when there are few.
 
     A pass of 3 partitions on 2 workers leaves one idle for a third of it, and
     a small last partition does the same; with few partitions (under
-    ``BALANCE_BELOW``) their number is made even and their sizes equal (in
-    whole common stored chunks).  A pure function of the data's shape and
-    chunks, never of the worker count: statistics stay bit-identical across
-    schedulers.  Not when a partition's statistics are more than a quarter
-    of its input (a second partition then costs more than it saves: 10 x 10
-    cells at N = 1000 split in two peaked at 3.2 GiB instead of 1.1).
+    ``BALANCE_BELOW``) their number is rounded to the nearest integer, made
+    even, and their sizes made equal in whole common stored chunks (listed
+    boundaries, so the last partition takes the rows past the last whole
+    chunk: 32 chunks and 16 rows were 9 + 9 + 9 + 5 chunks, now 16 + 16).
+    A pure function of the data's shape and chunks, never of the worker
+    count: statistics stay bit-identical across schedulers.  Not when a
+    partition's statistics are more than a quarter of its input (a second
+    partition then costs more than it saves: 10 x 10 cells at N = 1000 split
+    in two peaked at 3.2 GiB instead of 1.1): then no more partitions than
+    the target gives, but no stub either (16,768 + 16,768 + 18 rows).
+
+    Returns
+    -------
+    step : int
+    bounds : tuple of int or None
+        Listed partition boundaries (``Plan.bounds``), or None for ``step``'s.
     """
     n = len(Plan(lo, hi, step, None, 1, 1))
     if n >= BALANCE_BELOW or (n == 1 and (hi - lo) * row_bytes < 2 * SUB_BLOCK_BYTES):
-        return step
+        return step, None
+    n = max(1, round((hi - lo) / step))
     if _light_stats(stats_bytes, (hi - lo) * row_bytes // (n + n % 2)):
-        n += n % 2
-    else:  # one more partition would cost more memory and merging than it saves (10 x 10 cells at N = 1000):
-        n = max(1, round((hi - lo) / step))  # no more of them, but no stub either (16,768 + 16,768 + 18 rows)
-        if n == 1 == len(Plan(lo, hi, step, None, 1, 1)):
-            return step
+        bounds = _even_bounds(lo, hi, common, n + n % 2)
+        if len(bounds) % 2 == 0 and len(bounds) > 3:  # an odd number of partitions (too few stored chunks)
+            bounds = _even_bounds(lo, hi, common, len(bounds) - 2)
+        return (step, None) if len(bounds) < 3 else (1, bounds)
+    # one more partition would cost more memory and merging than it saves (10 x 10 cells at N = 1000):
+    # no more of them, but no stub either (16,768 + 16,768 + 18 rows)
+    if n == 1 == len(Plan(lo, hi, step, None, 1, 1)):
+        return step, None
     even = -(-(hi - lo) // n)
     step2 = max(common, -(-even // common) * common)
-    return step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= min(2, n) else step
+    return (step2 if len(Plan(lo, hi, step2, None, 1, 1)) >= min(2, n) else step), None
+
+
+def _even_bounds(lo: int, hi: int, common: int, n: int) -> tuple[int, ...]:
+    """Boundaries of ``n`` partitions of ``[lo, hi)`` as equal as multiples of ``common`` allow (fewer if too few)."""
+    cuts = [lo]
+    for k in range(1, n):
+        c = round((lo + k * (hi - lo) / n) / common) * common
+        if cuts[-1] < c < hi:
+            cuts.append(c)
+    return (*cuts, hi)
 
 
 def _irregular_bounds(grids: dict[str, Any], lo: int, hi: int, target: int) -> tuple[int, ...]:
@@ -388,28 +413,33 @@ def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
         pos = end
 
 
-def read_blocks(X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False) -> Any:
+def read_blocks(
+    X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False, read: Any = None
+) -> Any:
     """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units.
 
     With ``prefetch`` the next block is read (and decoded) by a thread of
     this task while the caller works on the current one: two read blocks in
     memory instead of one, and the read overlaps the statistics when a core
     is free (a partition running alone, or the last ones of a pass).
+    ``read(a, b)`` replaces ``X.read`` (e.g. to read the 1-D arrays of the
+    block with it, on the same thread); ``block`` is what it returns.
     """
+    read = X.read if read is None else read
     ranges = block_ranges(X, start, stop, read_rows)
     if not prefetch:
         for a, b in ranges:
-            yield a, b, X.read(a, b)
+            yield a, b, read(a, b)
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="streamridge-read") as pool:
         nxt = next(ranges, None)
-        fut = None if nxt is None else pool.submit(X.read, *nxt)
+        fut = None if nxt is None else pool.submit(read, *nxt)
         while fut is not None and nxt is not None:
             (a, b), block = nxt, fut.result()
             nxt = next(ranges, None)
-            fut = None if nxt is None else pool.submit(X.read, *nxt)
+            fut = None if nxt is None else pool.submit(read, *nxt)
             yield a, b, block
             del block
 
@@ -496,14 +526,19 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
     if _streams_pieces(readers["X"], plan):
         yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
         return
-    for a, b, block in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch):
+    def read(a: int, b: int) -> tuple[np.ndarray, list[Any]]:
+        # the 1-D arrays of the block are read with X, on the read-ahead thread where there is one: the
+        # statistics never wait on them (they waited 30-50 ms of a 0.2 s pass on zarr's event loop)
+        return readers["X"].read(a, b), [None if c is None else c.take(a, b, b) for c in cursors.values()]
+
+    for a, b, (block, ones) in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch, read=read):
         out = []
         for s in range(a, b, plan.sub_rows):
             e = min(b, s + plan.sub_rows)
-            y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
+            y, g, w = (None if v is None else v[s - a : e - a] for v in ones)
             out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
         yield out
-        del block, out
+        del block, ones, out
 
 
 def _streams_pieces(X: Any, plan: Plan) -> bool:
@@ -571,9 +606,11 @@ def _piece_groups(
     group: list[tuple[Any, ...]] = []
     ranges = block_ranges(X, start, stop, plan.read_rows)
     ahead = plan.prefetch and _light_ahead(X, plan)
-    for _a, b, s, piece in piece_stream(X, ranges, plan.sub_rows, ahead=ahead):
+    def ones(s: int, e: int, b: int) -> list[Any]:  # read with the piece (on the decode thread when ahead)
+        return [None if c is None else c.take(s, e, b) for c in cursors.values()]
+
+    for _a, b, s, piece, (y, g, w) in piece_stream(X, ranges, plan.sub_rows, ahead=ahead, side=ones):
         e = s + piece.shape[0]
-        y, g, w = (None if c is None else c.take(s, e, b) for c in cursors.values())
         group.append((piece, y, g, w, row_start + (s - start)))
         del piece
         if len(group) == lanes or e == b:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,9 @@ def piece_stream(
     *,
     ahead: bool = True,
     depth: int = PIECE_DEPTH,
-) -> Iterator[tuple[int, int, int, np.ndarray]]:
-    """Yield ``(a, b, s, piece)`` for every sub-block of every read block ``[a, b)``, decoded ahead.
+    side: Callable[[int, int, int], Any] | None = None,
+) -> Iterator[tuple[int, int, int, np.ndarray, Any]]:
+    """Yield ``(a, b, s, piece, extra)`` for every sub-block of every read block ``[a, b)``, decoded ahead.
 
     Without ``ahead`` the pieces are decoded in the caller's thread as they
     are asked for (no thread: every core of the pass already computes).
@@ -62,16 +63,23 @@ def piece_stream(
         Decode on a thread of this task, ahead of the caller.
     depth : int
         Pieces decoded ahead at most.
+    side : callable or None
+        ``side(s, e, b)`` for the piece of rows ``[s, e)`` of block ``[a, b)``,
+        called in order on the thread that decodes (e.g. reads of the 1-D
+        arrays); ``extra`` is its result (None without it).
 
     Raises
     ------
     Exception
         Whatever the reader raised, in the caller's thread.
     """
+    def extra(s: int, piece: np.ndarray, b: int) -> Any:
+        return None if side is None else side(s, s + piece.shape[0], b)
+
     if not ahead:
         for a, b in ranges:
             for s, piece in block_pieces(reader, a, b, sub_rows):
-                yield a, b, s, piece
+                yield a, b, s, piece, extra(s, piece, b)
                 del piece
         return
     q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
@@ -81,7 +89,7 @@ def piece_stream(
         try:
             for a, b in ranges:
                 for s, piece in block_pieces(reader, a, b, sub_rows):
-                    if not _put(q, (a, b, s, piece), closing):
+                    if not _put(q, (a, b, s, piece, extra(s, piece, b)), closing):
                         return
                     del piece
             _put(q, _END, closing)

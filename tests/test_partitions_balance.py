@@ -46,7 +46,7 @@ def test_heavy_statistics_leave_no_stub_partition() -> None:
     plan = _plan(33_554, 1000, 1048, 5, overlap=False)
     sizes = _sizes(plan)
     assert len(sizes) == 2 and sum(sizes) == 33_554 and min(sizes) > 15_000, sizes
-    assert plan.step % 1048 == 0 and plan.lanes == 1
+    assert plan.rows(1)[0] % 1048 == 0 and plan.lanes == 1
 
 
 def test_uneven_heavy_partitions_become_two_lanes() -> None:

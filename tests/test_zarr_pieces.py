@@ -397,6 +397,34 @@ def test_pieces_decode_ahead_only_when_the_pieces_in_flight_are_light(
         assert np.array_equal(getattr(got, name), getattr(ref, name)), name
 
 
+def test_pieces_decoded_ahead_read_the_1d_arrays_on_the_decode_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """y, groups and weights of pieces decoded ahead are read on the decode thread, not the task's."""
+    import threading
+
+    path, _ = _stores(tmp_path, "float64")
+    readers, _ = open_source(path, groups="groups", sample_weight="sample_weight").pass_readers()
+    names: list[str] = []
+    real = ZarrReader.read
+
+    def read(self: Any, start: int, stop: int) -> np.ndarray:
+        if len(self.shape) == 1:
+            names.append(threading.current_thread().name)
+        return real(self, start, stop)
+
+    monkeypatch.setattr(ZarrReader, "read", read)
+    plan = Plan(0, 10_007, 10_007, None, 4000, 800, True, 1)
+    kernel = StatsKernel(PassSpec(FoldScheme("group", 3), None, 2), 7)
+    got = run_partition(readers, 0, 10_007, plan, kernel, 0)
+    assert len(names) >= 3 and set(names) == {"streamridge-decode"}, names
+    names.clear()
+    ref = run_partition(readers, 0, 10_007, dataclasses.replace(plan, prefetch=False), kernel, 0)
+    assert threading.current_thread().name in set(names)
+    for name in FIELDS:
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+
+
 def test_pieces_ahead_stay_within_the_read_ahead_budget() -> None:
     """10 x 10 cells at N = 1000 float64: 6,400-row sub-blocks of 51 MB; 5 in flight would hold 256 MB."""
     import types

@@ -1,4 +1,4 @@
-"""Reads of whole stored zarr chunks: the decoded chunk is the result (values, layouts, peak memory)."""
+"""Reads of stored zarr chunks: decoded once, straight into the result (values, layouts, codecs, peak memory)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,21 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
+import zarr.codecs
 
 from streamridge.sources import open_source
 from streamridge.sources._zarr import ZarrReader, decode_chunk
+from streamridge.sources._zstream import direct_codec
 
 
 def _array(tmp_path: Path, data: np.ndarray, chunk_rows: int, **kw: Any) -> Any:
     root = zarr.open_group(tmp_path / "s.zarr", mode="w", zarr_format=kw.pop("zarr_format", 3))
+    if "shards" in kw:
+        kw["shards"] = (kw["shards"], *data.shape[1:])
     arr = root.create_array(
         "X", shape=data.shape, dtype=data.dtype, chunks=(chunk_rows, *data.shape[1:]), **kw
     )
@@ -26,25 +31,88 @@ def _array(tmp_path: Path, data: np.ndarray, chunk_rows: int, **kw: Any) -> Any:
     return arr
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
-        {},
-        {"compressors": None},
-        {"zarr_format": 2},
-        {"zarr_format": 2, "order": "F"},
-        {"zarr_format": 2, "compressors": None},
-    ],
-    ids=["v3-zstd", "v3-raw", "v2-blosc", "v2-fortran", "v2-raw"],
-)
+LAYOUTS = {  # id -> (create_array options, the codec read_rows decodes with, or None: zarr's read)
+    "v3-zstd": ({}, "zstd"),
+    "v3-raw": ({"compressors": None}, "raw"),
+    "v3-gzip": ({"compressors": zarr.codecs.GzipCodec()}, "gzip"),
+    "v3-blosc": ({"compressors": zarr.codecs.BloscCodec()}, "blosc"),
+    "v3-sharded": ({"shards": 30}, "zstd"),
+    "v3-sharded-raw": ({"shards": 30, "compressors": None}, "raw"),
+    "v3-sharded-blosc": ({"shards": 30, "compressors": zarr.codecs.BloscCodec()}, "blosc"),
+    "v3-big-endian": ({"serializer": zarr.codecs.BytesCodec(endian="big")}, None),
+    "v3-crc32c": ({"compressors": [zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()]}, None),
+    "v2-blosc": ({"zarr_format": 2}, "blosc"),
+    "v2-fortran": ({"zarr_format": 2, "order": "F"}, None),
+    "v2-raw": ({"zarr_format": 2, "compressors": None}, "raw"),
+    "v2-zlib": ({"zarr_format": 2, "compressors": numcodecs.Zlib()}, "zlib"),
+    "v2-shuffle": ({"zarr_format": 2, "filters": [numcodecs.Shuffle(8)]}, None),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
-def test_every_read_equals_the_stored_rows(tmp_path: Path, kw: dict[str, Any], dtype: str) -> None:
+def test_every_read_equals_the_stored_rows(tmp_path: Path, layout: str, dtype: str) -> None:
+    kw, codec = LAYOUTS[layout]
+    if layout == "v2-shuffle":
+        kw = {**kw, "filters": [numcodecs.Shuffle(np.dtype(dtype).itemsize)]}
     data = (np.random.default_rng(0).normal(size=(53, 7)) * 100).astype(dtype)
-    reader = ZarrReader(_array(tmp_path, data, 10, **kw))
-    for a, b in [(0, 10), (20, 30), (50, 53), (0, 53), (10, 40), (5, 15), (3, 4)]:
+    data[20:30] = 0  # a chunk of fill values: not stored (read as the fill value)
+    reader = ZarrReader(_array(tmp_path, data, 10, **dict(kw)))
+    assert reader._direct_codec == codec
+    for a, b in [(0, 10), (20, 30), (50, 53), (0, 53), (10, 40), (5, 15), (3, 4), (25, 45), (29, 31)]:
         got = reader.read(a, b)
         assert got.dtype == data.dtype and got.shape == (b - a, 7)
         np.testing.assert_array_equal(got, data[a:b])
+
+
+@pytest.mark.parametrize("layout", ["v3-zstd", "v3-sharded", "v2-blosc", "v3-raw"])
+def test_1d_arrays_and_fill_values_without_zarrs_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """1-D arrays (y, groups, weights) and chunks never written (the fill value) are decoded here too."""
+    kw, codec = LAYOUTS[layout]
+    root = zarr.open_group(tmp_path / "s.zarr", mode="w", zarr_format=kw.get("zarr_format", 3))
+    rest = {k: v for k, v in kw.items() if k != "zarr_format"}
+    if "shards" in rest:
+        rest["shards"] = (rest["shards"],)
+    y = root.create_array("y", shape=(95,), dtype="float64", chunks=(10,), fill_value=-3.5, **rest)
+    values = np.arange(95, dtype=np.float64)
+    y[:40] = values[:40]
+    y[70:] = values[70:]
+    values[40:70] = -3.5
+    monkeypatch.setattr(zarr.Array, "__getitem__", lambda *a: pytest.fail("zarr's read was used"))
+    reader = ZarrReader(y)
+    assert reader._direct_codec == codec
+    for a, b in [(0, 95), (35, 75), (40, 70), (90, 95), (41, 42)]:
+        np.testing.assert_array_equal(reader.read(a, b), values[a:b])
+
+
+def test_direct_codecs_are_only_plain_row_streams(tmp_path: Path) -> None:
+    """Chunks split across columns, non-native byte order and checksums go to zarr's own read."""
+    data = np.arange(40 * 6, dtype=np.float32).reshape(40, 6)
+    root = zarr.open_group(tmp_path / "c.zarr", mode="w")
+    wide = root.create_array("X", shape=data.shape, dtype=data.dtype, chunks=(10, 3))
+    wide[:] = data
+    assert direct_codec(wide) == "zstd" and ZarrReader(wide)._direct_codec is None  # not whole rows
+    np.testing.assert_array_equal(ZarrReader(wide).read(5, 35), data[5:35])
+    assert LAYOUTS["v3-crc32c"][1] is None and LAYOUTS["v3-big-endian"][1] is None
+
+
+@pytest.mark.parametrize("layout", ["v3-raw", "v3-blosc", "v2-blosc", "v3-sharded"])
+def test_corrupted_chunk_read_directly_is_a_one_line_oserror(tmp_path: Path, layout: str) -> None:
+    kw, _codec = LAYOUTS[layout]
+    data = np.random.default_rng(2).normal(size=(60, 6))
+    reader = ZarrReader(_array(tmp_path, data, 10, **dict(kw)))
+    if layout == "v3-sharded":  # the second shard (rows 30-59), its bytes cut short: the index is gone
+        key = tmp_path / "s.zarr" / "X" / "c" / "1" / "0"
+    else:
+        key = tmp_path / "s.zarr" / "X" / ("1.0" if kw.get("zarr_format") == 2 else "c/1/0")
+    raw = key.read_bytes()
+    key.write_bytes(raw[: len(raw) // 2] if layout != "v3-sharded" else raw[:-40])
+    with pytest.raises(Exception, match=r"(stored chunk|shard) \S*1\S*.* (corrupted|truncated|checksum)") as info:
+        reader.read(0, 60)
+    assert "\n" not in str(info.value)
+    np.testing.assert_array_equal(reader.read(0, 10), data[:10])  # the other chunks are fine
 
 
 def test_whole_chunk_reads_take_the_decoded_chunk(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from ..errors import SourceError
 from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import remote_errors
-from ._zstream import decode_pieces, fetch_chunk, stream_codec
+from ._zstream import decode_pieces, direct_codec, fetch_chunk, read_rows, stream_codec
 
 
 class ZarrReader(ArrayReader):
@@ -38,6 +38,8 @@ class ZarrReader(ArrayReader):
         self.shape = tuple(int(n) for n in array.shape)
         self.dtype = np.dtype(array.dtype)
         self._stream_codec = stream_codec(array)
+        rows_only = tuple(int(c) for c in array.chunks[1:]) == self.shape[1:]  # chunks (and shards) of whole rows
+        self._direct_codec = direct_codec(array) if rows_only else None
 
     @classmethod
     def from_array(cls, array: Any) -> ZarrReader:
@@ -65,14 +67,20 @@ class ZarrReader(ArrayReader):
         return {"objects": _listing_digest(self.array), "shape": list(self.shape)}
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start .. stop - 1``; exactly one stored chunk is returned as decoded, without a copy.
+        """Rows ``start .. stop - 1``, each stored chunk decoded once, straight into the result where possible.
 
-        zarr's own read decodes every chunk into a buffer of its own and copies
-        it into the output array, so a read of one large chunk held its
-        compressed bytes, the decoded chunk and the output at once (3 chunk
-        sizes); this holds the compressed bytes and the decoded chunk, and the
-        compressed bytes only until they are decoded.
+        Chunks of whole rows with plain codecs (zstd, gzip, zlib, blosc, none;
+        sharded or not) are fetched in one call and decompressed here
+        (:func:`._zstream.read_rows`): zarr's per-chunk machinery cost about
+        0.45 ms of Python per chunk, with the GIL held.  Otherwise a read of
+        exactly one stored chunk returns zarr's decoded buffer without a copy
+        (zarr's own read held the compressed bytes, the decoded chunk and the
+        output at once), and anything else is zarr's read.
         """
+        if self._direct_codec is not None and stop > start:
+            rows = read_rows(self.handle(), self._direct_codec, start, stop)
+            if rows is not None:
+                return rows
         k = self._whole_chunk(start, stop)
         if k is not None:
             block = decode_chunk(self.handle(), k, stop - start)

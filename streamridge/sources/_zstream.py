@@ -12,6 +12,13 @@ Only chains that are a plain byte stream of C-ordered rows qualify: zarr v3
 C order, host byte order, with a ``Zstd``, ``Zlib`` or ``GZip`` compressor.
 Anything else (transposes, filters, blosc, sharding, checksums codecs) is
 read by zarr's own pipeline (:func:`streamridge.sources._zarr.decode_chunk`).
+
+Reads of whole rows of several stored chunks (:func:`read_rows`) decode the
+same chains, and blosc, straight into the output array: the compressed chunks
+are fetched in one call (concurrently) and each is decompressed into its rows
+of the output, without zarr's per-chunk machinery (about 0.45 ms of Python per
+chunk, holding the GIL: reading the y of 128 chunks of 1 MB took 0.06 s of
+CPU for 5 MB of data, X 0.155 s against 0.117 s decoded here).
 """
 
 from __future__ import annotations
@@ -77,6 +84,199 @@ def _v2_codec(meta: Any, dtype: np.dtype[Any]) -> str | None:
         return None
     codec_id = getattr(meta.compressor, "codec_id", None)
     return {"zstd": "zstd", "zlib": "zlib", "gzip": "gzip"}.get(str(codec_id))
+
+
+def direct_codec(array: Any) -> str | None:
+    """The codec :func:`read_rows` decodes the stored chunks of ``array`` with (None: zarr's own read).
+
+    :func:`stream_codec`'s chains, a blosc compressor alone (zarr v2, no
+    filters) or after the ``bytes`` codec (zarr v3), and no compression at all
+    (``"raw"``); in zarr v3 also as the inner chunks of a sharding codec.
+    """
+    dtype = np.dtype(array.dtype)
+    if dtype.kind not in "biuf" or not dtype.isnative:
+        return None
+    try:
+        meta = array._async_array.metadata
+        if meta.zarr_format == 3:
+            from zarr.codecs import ShardingCodec
+
+            codecs = meta.codecs
+            if getattr(array, "shards", None):
+                if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
+                    return None
+                codecs = codecs[0].codecs
+            return _v3_direct(codecs, dtype)
+        if _v2_codec(meta, dtype) is not None:
+            return _v2_codec(meta, dtype)
+        codec_id = None if meta.compressor is None else str(getattr(meta.compressor, "codec_id", ""))
+        plain = not meta.filters and (meta.order == "C" or len(meta.shape) == 1)
+        stored = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
+        if not plain or not stored.isnative or stored.newbyteorder("=") != dtype.newbyteorder("="):
+            return None
+        return {None: "raw", "blosc": "blosc"}.get(codec_id)
+    except AttributeError:  # pragma: no cover - other zarr versions
+        return None
+
+
+def _v3_direct(codecs: Any, dtype: np.dtype[Any]) -> str | None:
+    from zarr.codecs import BloscCodec, BytesCodec
+
+    if not 1 <= len(codecs) <= 2 or not isinstance(codecs[0], BytesCodec):
+        return None
+    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+    if endian not in (None, sys.byteorder) and dtype.itemsize > 1:
+        return None
+    if len(codecs) == 1:
+        return "raw"
+    return "blosc" if isinstance(codecs[1], BloscCodec) else _v3_codec(codecs, dtype)
+
+
+def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | None:
+    """Rows ``[start, stop)`` of a zarr array chunked along its rows only, decoded here (see :func:`direct_codec`).
+
+    Every stored chunk the rows touch is fetched once (all in one call; the
+    inner chunks of a shard as byte ranges after its index) and decompressed
+    into its rows of the result.  Chunks that are not stored read as the
+    fill value, as in zarr.  A corrupted or truncated chunk raises a
+    one-line :class:`OSError` naming its key.  None where this zarr version
+    lacks the internals used (the caller then uses zarr's read).
+    """
+    from zarr.core.sync import sync
+
+    shape = tuple(int(n) for n in array.shape)
+    step = int(array.chunks[0])
+    dtype = np.dtype(array.dtype)
+    row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    ks = range(start // step, -(-stop // step))
+    try:
+        fetched = sync(_fetch_sharded(array, ks) if getattr(array, "shards", None) else _fetch(array, ks))
+    except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
+        return None
+    if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
+        raw = fetched[0][1]
+        if len(raw) == step * row_bytes:
+            rows = raw.view(dtype).reshape((step, *shape[1:]))
+            return rows[start - ks[0] * step : stop - ks[0] * step]
+    out = np.empty((stop - start, *shape[1:]), dtype=dtype)
+    flat = out.reshape(-1).view(np.uint8)
+    for k, (key, raw) in zip(ks, fetched):
+        a, b = max(start, k * step), min(stop, (k + 1) * step)
+        if raw is None:
+            fill = array.fill_value
+            out[a - start : b - start] = 0 if fill is None else fill
+            continue
+        dest = flat[(a - start) * row_bytes : (b - start) * row_bytes]
+        _decode_into(raw, codec, dest, (a - k * step) * row_bytes, step * row_bytes, key)
+    return out
+
+
+async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
+    """``(key, compressed bytes or None)`` of stored chunks ``ks``, fetched concurrently."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    aa = array._async_array
+    zeros = (0,) * (len(array.shape) - 1)
+    keys = [aa.metadata.encode_chunk_key((k, *zeros)) for k in ks]
+    proto = default_buffer_prototype()
+    raws = await asyncio.gather(*((aa.store_path / key).get(prototype=proto) for key in keys))
+    return [(key, None if raw is None else raw.as_numpy_array()) for key, raw in zip(keys, raws)]
+
+
+async def _fetch_sharded(array: Any, ks: range) -> list[tuple[str, Any]]:
+    """``(name, compressed bytes or None)`` of inner chunks ``ks``: per shard its index, then one byte range."""
+    import asyncio
+
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+
+    aa = array._async_array
+    sharding = aa.metadata.codecs[0]
+    step, shard_rows = int(array.chunks[0]), int(array.shards[0])
+    per_shard = (shard_rows // step,) + (1,) * (len(array.shape) - 1)
+    zeros = (0,) * (len(array.shape) - 1)
+    proto = default_buffer_prototype()
+    by_shard: dict[int, list[int]] = {}
+    for k in ks:
+        by_shard.setdefault(k * step // shard_rows, []).append(k)
+
+    async def one_shard(s: int, inner: list[int]) -> list[tuple[str, Any]]:
+        key = aa.metadata.encode_chunk_key((s, *zeros))
+        getter = aa.store_path / key
+        try:
+            index = await sharding._load_shard_index_maybe(getter, per_shard)
+        except ValueError as exc:  # its checksum
+            raise OSError(f"shard {key} is corrupted: its index does not match its checksum ({exc})") from None
+        if index is None:
+            return [(f"{key}[{k}]", None) for k in inner]
+        spans = [index.get_chunk_slice((k, *zeros)) for k in inner]
+        present = [sp for sp in spans if sp is not None]
+        if not present:
+            return [(f"{key}[{k}]", None) for k in inner]
+        lo, hi = min(a for a, _ in present), max(b for _, b in present)
+        if hi - lo > 2 * sum(b - a for a, b in present):  # inner chunks far apart: each on its own
+            ranges = present
+        else:  # one read of the range holding them all (zarr writes a shard's chunks in order)
+            ranges = [(lo, hi)]
+        got = await asyncio.gather(*(getter.get(prototype=proto, byte_range=RangeByteRequest(a, b)) for a, b in ranges))
+        pieces = {}
+        for (a, b), raw in zip(ranges, got):
+            data = None if raw is None else raw.as_numpy_array()
+            if data is None or len(data) != b - a:
+                raise OSError(f"shard {key} is truncated: its bytes {a}-{b}, listed in its index, are missing")
+            pieces[a] = data
+        out = []
+        for k, sp in zip(inner, spans):
+            base = None if sp is None else (sp[0] if sp[0] in pieces and len(ranges) > 1 else lo)
+            data = None if sp is None else pieces[base][sp[0] - base : sp[1] - base]
+            out.append((f"{key}[{k}]", data))
+        return out
+
+    parts = await asyncio.gather(*(one_shard(s, inner) for s, inner in by_shard.items()))
+    return [item for part in parts for item in part]
+
+
+def _decode_into(raw: Any, codec: str, dest: np.ndarray, skip: int, total: int, key: str) -> None:
+    """Decode the bytes ``[skip, skip + len(dest))`` of a stored chunk of ``total`` bytes into ``dest`` (uint8)."""
+    if codec == "raw":
+        if len(raw) != total:
+            raise OSError(f"stored chunk {key} is corrupted: {len(raw)} bytes instead of {total}")
+        dest[:] = np.frombuffer(raw, dtype=np.uint8)[skip : skip + len(dest)]
+        return
+    if codec == "blosc":
+        from numcodecs import blosc
+
+        try:
+            header = bytes(memoryview(raw).cast("B")[:16])  # blosc header: ..., nbytes, blocksize, cbytes
+            nbytes, cbytes = (int.from_bytes(header[i : i + 4], "little") for i in (4, 12)) if len(header) == 16 else (-1, -1)
+            if cbytes != len(raw):
+                raise OSError(f"stored chunk {key} (blosc) is truncated: {len(raw)} of {cbytes} bytes stored")
+            if nbytes != total:
+                raise OSError(f"stored chunk {key} (blosc) is corrupted: {nbytes} bytes instead of {total}")
+            if skip == 0 and len(dest) == total:
+                blosc.decompress(raw, dest)
+            else:
+                dest[:] = np.frombuffer(blosc.decompress(raw), dtype=np.uint8)[skip : skip + len(dest)]
+        except (RuntimeError, ValueError) as exc:
+            raise OSError(f"stored chunk {key} (blosc) is corrupted: {exc}") from None
+        return
+    reader = _Reader(raw, codec, key)
+    scratch = np.empty(min(max(skip, total - skip - len(dest)), 4 * 2**20), dtype=np.uint8)
+    for n in _spans(skip, len(scratch)):
+        reader.fill(scratch[:n], n, total)
+    reader.fill(dest, len(dest), total)
+    for n in _spans(total - skip - len(dest), len(scratch)):
+        reader.fill(scratch[:n], n, total)
+    reader.check_end(total)
+
+
+def _spans(n: int, size: int) -> Iterator[int]:
+    """``n`` bytes in pieces of at most ``size``."""
+    while n > 0:
+        yield min(n, size)
+        n -= min(n, size)
 
 
 def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
