@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=128)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--partition-mb", type=int, nargs="+", default=None)
+    p.add_argument("--scheduler", default="threads", help="scheduler of all three stages (default threads)")
     p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"), help="data sets (kept for reruns)")
     a = p.parse_args(argv)
     os.makedirs(a.dir, exist_ok=True)
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_layouts.write(path, a.layout, rows, a.features, a.dtype, 1)
     src = open_source(path)
     spec = PassSpec(FoldScheme("hash", 5), None, 1)
-    args = argparse.Namespace(scheduler="threads", window=None, features=src.n_features())
+    args = argparse.Namespace(scheduler=a.scheduler, window=None, features=src.n_features())
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
     default = partitions.PARTITION_BYTES
     sizes = [mb * 2**20 for mb in a.partition_mb] if a.partition_mb else [default]
@@ -70,13 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         def run() -> None:
             partitions.PARTITION_BYTES = size
             try:
-                accumulate(src, spec, report=report)
+                accumulate(src, spec, report=report, scheduler=a.scheduler)
             finally:
                 partitions.PARTITION_BYTES = default
 
         return run
 
-    stages = {"a": lambda: bench_stream.read_only(src, args, spec), "b": lambda: accumulate(mem, spec)}
+    stages = {
+        "a": lambda: bench_stream.read_only(src, args, spec),
+        "b": lambda: accumulate(mem, spec, scheduler=a.scheduler),
+    }
     stages.update({f"c{s >> 20}": pass_with(s) for s in sizes})
     for fn in stages.values():  # warm-up
         fn()
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.rounds):
         for k, fn in stages.items():
             res[k].append(_run(fn))
-    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, {a.rounds} rounds, load {os.getloadavg()[0]:.2f}")
+    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, {a.scheduler}, {a.rounds} rounds, load {os.getloadavg()[0]:.2f}")
     best = {}
     for k, v in res.items():
         arr = np.array(v)
