@@ -87,6 +87,22 @@ def test_1d_arrays_and_fill_values_without_zarrs_read(
         np.testing.assert_array_equal(reader.read(a, b), values[a:b])
 
 
+def test_local_store_chunks_are_read_as_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LocalStore's chunk files are read directly (no event loop); other stores go through zarr's get."""
+    import streamridge.sources._zstream as zstream
+
+    data = np.random.default_rng(3).normal(size=(45, 4))
+    arr = _array(tmp_path, data, 10)
+    monkeypatch.setattr(zstream, "_fetch", lambda *a: pytest.fail("the store's get was used"))
+    np.testing.assert_array_equal(ZarrReader(arr).read(5, 45), data[5:45])
+    from zarr.storage import MemoryStore
+
+    mem = zarr.create_array(MemoryStore(), shape=data.shape, dtype=data.dtype, chunks=(10, 4))
+    mem[:] = data
+    with pytest.raises(pytest.fail.Exception, match="the store's get was used"):
+        ZarrReader(mem).read(5, 45)
+
+
 def test_direct_codecs_are_only_plain_row_streams(tmp_path: Path) -> None:
     """Chunks split across columns, non-native byte order and checksums go to zarr's own read."""
     data = np.arange(40 * 6, dtype=np.float32).reshape(40, 6)

@@ -23,6 +23,7 @@ CPU for 5 MB of data, X 0.155 s against 0.117 s decoded here).
 
 from __future__ import annotations
 
+import os
 import sys
 import zlib
 from collections.abc import Iterator
@@ -150,7 +151,11 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     ks = range(start // step, -(-stop // step))
     try:
-        fetched = sync(_fetch_sharded(array, ks) if getattr(array, "shards", None) else _fetch(array, ks))
+        local = None if getattr(array, "shards", None) else _local_files(array, ks)
+        if getattr(array, "shards", None):
+            fetched = _fetch_sharded(array, ks)
+        else:
+            fetched = sync(_fetch(array, ks)) if local is None else local
     except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
         return None
     if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
@@ -171,6 +176,21 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     return out
 
 
+def _local_files(array: Any, ks: range) -> list[tuple[str, Any]] | None:
+    """:func:`_fetch` for a zarr ``LocalStore``: each chunk's file read into a NumPy buffer, no event loop.
+
+    Through the store's asynchronous ``get`` a chunk cost about 0.45 ms of
+    CPU beyond the read itself (128 chunks of 1 MB: 0.088 s against
+    0.031 s); None for other stores.
+    """
+    base = _local_base(array)
+    if base is None:
+        return None
+    zeros = (0,) * (len(array.shape) - 1)
+    keys = [array._async_array.metadata.encode_chunk_key((k, *zeros)) for k in ks]
+    return [(key, _read_file(os.path.join(base, *key.split("/")))) for key in keys]
+
+
 async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
     """``(key, compressed bytes or None)`` of stored chunks ``ks``, fetched concurrently."""
     import asyncio
@@ -185,57 +205,100 @@ async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
     return [(key, None if raw is None else raw.as_numpy_array()) for key, raw in zip(keys, raws)]
 
 
-async def _fetch_sharded(array: Any, ks: range) -> list[tuple[str, Any]]:
-    """``(name, compressed bytes or None)`` of inner chunks ``ks``: per shard its index, then one byte range."""
+def _fetch_sharded(array: Any, ks: range) -> list[tuple[str, Any]]:
+    """``(name, compressed bytes or None)`` of inner chunks ``ks``: per shard its index, then one byte range.
+
+    The indexes are read through zarr (which checks their checksums); the
+    chunks' bytes of a ``LocalStore`` shard are read from its file, others
+    with the store's ranged ``get``.
+    """
     import asyncio
 
     from zarr.abc.store import RangeByteRequest
     from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
 
     aa = array._async_array
     sharding = aa.metadata.codecs[0]
     step, shard_rows = int(array.chunks[0]), int(array.shards[0])
     per_shard = (shard_rows // step,) + (1,) * (len(array.shape) - 1)
     zeros = (0,) * (len(array.shape) - 1)
-    proto = default_buffer_prototype()
     by_shard: dict[int, list[int]] = {}
     for k in ks:
         by_shard.setdefault(k * step // shard_rows, []).append(k)
+    keys = {s: aa.metadata.encode_chunk_key((s, *zeros)) for s in by_shard}
 
-    async def one_shard(s: int, inner: list[int]) -> list[tuple[str, Any]]:
-        key = aa.metadata.encode_chunk_key((s, *zeros))
-        getter = aa.store_path / key
+    async def index(s: int) -> Any:
         try:
-            index = await sharding._load_shard_index_maybe(getter, per_shard)
+            return await sharding._load_shard_index_maybe(aa.store_path / keys[s], per_shard)
         except ValueError as exc:  # its checksum
-            raise OSError(f"shard {key} is corrupted: its index does not match its checksum ({exc})") from None
-        if index is None:
-            return [(f"{key}[{k}]", None) for k in inner]
-        spans = [index.get_chunk_slice((k, *zeros)) for k in inner]
-        present = [sp for sp in spans if sp is not None]
+            raise OSError(f"shard {keys[s]} is corrupted: its index does not match its checksum ({exc})") from None
+
+    async def indexes() -> list[Any]:
+        return await asyncio.gather(*(index(s) for s in by_shard))
+
+    spans: dict[int, list[Any]] = {}
+    ranges: list[tuple[int, int, int]] = []  # (shard, start, stop) of the bytes to read
+    for (s, inner), idx in zip(by_shard.items(), sync(indexes())):
+        spans[s] = [None] * len(inner) if idx is None else [idx.get_chunk_slice((k, *zeros)) for k in inner]
+        present = [sp for sp in spans[s] if sp is not None]
         if not present:
-            return [(f"{key}[{k}]", None) for k in inner]
+            continue
         lo, hi = min(a for a, _ in present), max(b for _, b in present)
         if hi - lo > 2 * sum(b - a for a, b in present):  # inner chunks far apart: each on its own
-            ranges = present
+            ranges += [(s, a, b) for a, b in present]
         else:  # one read of the range holding them all (zarr writes a shard's chunks in order)
-            ranges = [(lo, hi)]
-        got = await asyncio.gather(*(getter.get(prototype=proto, byte_range=RangeByteRequest(a, b)) for a, b in ranges))
-        pieces = {}
-        for (a, b), raw in zip(ranges, got):
-            data = None if raw is None else raw.as_numpy_array()
-            if data is None or len(data) != b - a:
-                raise OSError(f"shard {key} is truncated: its bytes {a}-{b}, listed in its index, are missing")
-            pieces[a] = data
-        out = []
-        for k, sp in zip(inner, spans):
-            base = None if sp is None else (sp[0] if sp[0] in pieces and len(ranges) > 1 else lo)
-            data = None if sp is None else pieces[base][sp[0] - base : sp[1] - base]
-            out.append((f"{key}[{k}]", data))
-        return out
+            ranges.append((s, lo, hi))
+    base = _local_base(array)
+    if base is not None:
+        got = [_read_file(os.path.join(base, *keys[s].split("/")), a, b) for s, a, b in ranges]
+    else:
+        proto = default_buffer_prototype()
 
-    parts = await asyncio.gather(*(one_shard(s, inner) for s, inner in by_shard.items()))
-    return [item for part in parts for item in part]
+        async def fetch() -> list[Any]:
+            gets = ((aa.store_path / keys[s]).get(prototype=proto, byte_range=RangeByteRequest(a, b)) for s, a, b in ranges)
+            return [None if raw is None else raw.as_numpy_array() for raw in await asyncio.gather(*gets)]
+
+        got = sync(fetch())
+    held: dict[int, list[tuple[int, Any]]] = {}
+    for (s, a, b), data in zip(ranges, got):
+        if data is None or len(data) != b - a:
+            raise OSError(f"shard {keys[s]} is truncated: its bytes {a}-{b}, listed in its index, are missing")
+        held.setdefault(s, []).append((a, data))
+    out: list[tuple[str, Any]] = []
+    for s, inner in by_shard.items():
+        for k, sp in zip(inner, spans[s]):
+            data = None
+            if sp is not None:
+                a, buf = next((a, buf) for a, buf in held[s] if a <= sp[0] and sp[1] <= a + len(buf))
+                data = buf[sp[0] - a : sp[1] - a]
+            out.append((f"{keys[s]}[{k}]", data))
+    return out
+
+
+def _local_base(array: Any) -> str | None:
+    """The folder of a zarr array in a ``LocalStore`` (its chunk keys are files under it), or None."""
+    from zarr.storage import LocalStore
+
+    aa = array._async_array
+    store = aa.store_path.store
+    if type(store) is not LocalStore:  # subclasses may store elsewhere
+        return None
+    return os.path.join(str(store.root), *[p for p in aa.store_path.path.split("/") if p])
+
+
+def _read_file(path: str, start: int | None = None, stop: int | None = None) -> np.ndarray | None:
+    """Bytes ``[start, stop)`` of a file (all of it by default) in a NumPy buffer; None if there is no file."""
+    try:
+        with open(path, "rb") as fh:
+            start = start or 0
+            stop = os.fstat(fh.fileno()).st_size if stop is None else stop
+            fh.seek(start)
+            raw = np.empty(max(0, stop - start), dtype=np.uint8)
+            got = fh.readinto(raw.data)
+    except FileNotFoundError:
+        return None
+    return raw[:got]
 
 
 def _decode_into(raw: Any, codec: str, dest: np.ndarray, skip: int, total: int, key: str) -> None:
