@@ -350,6 +350,10 @@ def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
     aa = array._async_array
     coords = (k,) + (0,) * (len(array.shape) - 1)
     key = aa.metadata.encode_chunk_key(coords)
+    base = _local_base(array)
+    if base is not None:  # a LocalStore's chunk is a file (see _local_files)
+        data = _read_file(os.path.join(base, *key.split("/")))
+        return None if data is None else (key, data)
     raw = sync((aa.store_path / key).get(prototype=default_buffer_prototype()))
     return None if raw is None else (key, raw.as_numpy_array())
 
