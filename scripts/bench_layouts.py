@@ -160,6 +160,25 @@ def _run_child(child: str, repeats: int, tree: str | None) -> dict[str, Any]:
     return json.loads(out.splitlines()[-1])
 
 
+def add_cell_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments naming one cell's data set: layout, features, dtype, --mb, --dir."""
+    p.add_argument("layout", choices=sorted(LAYOUTS))
+    p.add_argument("features", type=int)
+    p.add_argument("dtype")
+    p.add_argument("--mb", type=float, default=128)
+    p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"),
+                   help="data sets (kept for reruns)")
+
+
+def cell_data(directory: str, layout: str, N: int, dtype: str, mb: float) -> str:
+    """The path of one cell's data set under ``directory`` (one class), written unless it is there."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{layout}-{N}-{dtype}-{mb:g}")
+    if not os.path.exists(path):
+        write(path, layout, _rows_for(layout, mb, N, dtype), N, dtype, 1)
+    return path
+
+
 def _rows_for(layout: str, mb: float, N: int, dtype: str) -> int:
     """Rows holding ``mb`` MB of X, and at least one whole stored chunk of ``layout``."""
     return int(max(mb, LAYOUTS[layout][1]) * 2**20) // (N * np.dtype(dtype).itemsize)

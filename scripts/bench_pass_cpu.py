@@ -19,7 +19,6 @@ import argparse
 import os
 import resource
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -45,21 +44,12 @@ def _run(fn) -> tuple[float, float, float, int]:  # type: ignore[no-untyped-def]
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("layout", choices=sorted(bench_layouts.LAYOUTS))
-    p.add_argument("features", type=int)
-    p.add_argument("dtype")
-    p.add_argument("--mb", type=float, default=128)
+    bench_layouts.add_cell_arguments(p)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--partition-mb", type=int, nargs="+", default=None)
     p.add_argument("--scheduler", default="threads", help="scheduler of all three stages (default threads)")
-    p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"), help="data sets (kept for reruns)")
     a = p.parse_args(argv)
-    os.makedirs(a.dir, exist_ok=True)
-    path = os.path.join(a.dir, f"{a.layout}-{a.features}-{a.dtype}-{a.mb:g}")
-    if not os.path.exists(path):
-        rows = bench_layouts._rows_for(a.layout, a.mb, a.features, a.dtype)
-        bench_layouts.write(path, a.layout, rows, a.features, a.dtype, 1)
-    src = open_source(path)
+    src = open_source(bench_layouts.cell_data(a.dir, a.layout, a.features, a.dtype, a.mb))
     spec = PassSpec(FoldScheme("hash", 5), None, 1)
     args = argparse.Namespace(scheduler=a.scheduler, window=None, features=src.n_features())
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))

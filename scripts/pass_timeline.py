@@ -18,7 +18,6 @@ import argparse
 import collections
 import os
 import sys
-import tempfile
 import threading
 import time
 from typing import Any
@@ -34,20 +33,11 @@ from streamridge.stream import PassSpec, accumulate
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("layout", choices=sorted(bench_layouts.LAYOUTS))
-    p.add_argument("features", type=int)
-    p.add_argument("dtype")
-    p.add_argument("--mb", type=float, default=128)
+    bench_layouts.add_cell_arguments(p)
     p.add_argument("--warm", type=int, default=3)
     p.add_argument("--width", type=int, default=100)
-    p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"))
     a = p.parse_args(argv)
-    os.makedirs(a.dir, exist_ok=True)
-    path = os.path.join(a.dir, f"{a.layout}-{a.features}-{a.dtype}-{a.mb:g}")
-    if not os.path.exists(path):
-        rows = bench_layouts._rows_for(a.layout, a.mb, a.features, a.dtype)
-        bench_layouts.write(path, a.layout, rows, a.features, a.dtype, 1)
-    src = open_source(path)
+    src = open_source(bench_layouts.cell_data(a.dir, a.layout, a.features, a.dtype, a.mb))
     spec = PassSpec(FoldScheme("hash", 5), None, 1)
     for _ in range(a.warm):
         accumulate(src, spec)
