@@ -108,8 +108,9 @@ def direct_codec(array: Any) -> str | None:
                     return None
                 codecs = codecs[0].codecs
             return _v3_direct(codecs, dtype)
-        if _v2_codec(meta, dtype) is not None:
-            return _v2_codec(meta, dtype)
+        streamed = _v2_codec(meta, dtype)
+        if streamed is not None:
+            return streamed
         codec_id = None if meta.compressor is None else str(getattr(meta.compressor, "codec_id", ""))
         plain = not meta.filters and (meta.order == "C" or len(meta.shape) == 1)
         stored = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
@@ -143,7 +144,6 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     one-line :class:`OSError` naming its key.  None where this zarr version
     lacks the internals used (the caller then uses zarr's read).
     """
-    from zarr.core.sync import sync
 
     shape = tuple(int(n) for n in array.shape)
     step = int(array.chunks[0])
@@ -151,11 +151,7 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     ks = range(start // step, -(-stop // step))
     try:
-        local = None if getattr(array, "shards", None) else _local_files(array, ks)
-        if getattr(array, "shards", None):
-            fetched = _fetch_sharded(array, ks)
-        else:
-            fetched = sync(_fetch(array, ks)) if local is None else local
+        fetched = _fetch_sharded(array, ks) if getattr(array, "shards", None) else _whole_chunks(array, ks)
     except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
         return None
     if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
@@ -189,6 +185,14 @@ def _local_files(array: Any, ks: range) -> list[tuple[str, Any]] | None:
     zeros = (0,) * (len(array.shape) - 1)
     keys = [array._async_array.metadata.encode_chunk_key((k, *zeros)) for k in ks]
     return [(key, _read_file(os.path.join(base, *key.split("/")))) for key in keys]
+
+
+def _whole_chunks(array: Any, ks: range) -> list[tuple[str, Any]]:
+    """``(key, compressed bytes or None)`` of stored chunks ``ks`` of an unsharded array: files, else zarr's get."""
+    from zarr.core.sync import sync
+
+    local = _local_files(array, ks)
+    return sync(_fetch(array, ks)) if local is None else local
 
 
 async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
@@ -344,18 +348,8 @@ def _spans(n: int, size: int) -> Iterator[int]:
 
 def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
     """The key and compressed bytes of stored chunk ``k`` along the rows (None where it is not stored)."""
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
-    aa = array._async_array
-    coords = (k,) + (0,) * (len(array.shape) - 1)
-    key = aa.metadata.encode_chunk_key(coords)
-    base = _local_base(array)
-    if base is not None:  # a LocalStore's chunk is a file (see _local_files)
-        data = _read_file(os.path.join(base, *key.split("/")))
-        return None if data is None else (key, data)
-    raw = sync((aa.store_path / key).get(prototype=default_buffer_prototype()))
-    return None if raw is None else (key, raw.as_numpy_array())
+    ((key, raw),) = _whole_chunks(array, range(k, k + 1))
+    return None if raw is None else (key, raw)
 
 
 def decode_pieces(
@@ -396,10 +390,8 @@ def decode_pieces(
         yield piece
     rest = (chunk_rows - sum(sizes)) * row_bytes
     scratch = np.empty(min(rest, 4 * 2**20), dtype=np.uint8)
-    while rest > 0:
-        n = min(rest, len(scratch))
+    for n in _spans(rest, len(scratch)):
         reader.fill(scratch[:n], n, chunk_rows * row_bytes)
-        rest -= n
     reader.check_end(chunk_rows * row_bytes)
 
 
