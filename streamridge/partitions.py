@@ -77,7 +77,9 @@ class Plan:
     ``prefetch``; the statistics do not depend on it.  ``read_bound``:
     reading is a large share of a row's work (few features, few cells, see
     ``READ_BOUND_FLOPS``), so every task (not only those of the last wave)
-    reads ahead where ``prefetch`` allows it.
+    reads ahead where ``prefetch`` allows it.  ``remote``: an array is read
+    over the network (a URL), where a read mostly waits: every task reads
+    ahead, on every scheduler, and reads a block's 1-D arrays beside X.
     """
 
     lo: int
@@ -90,6 +92,7 @@ class Plan:
     lanes: int = 1
     pieces: bool = True
     read_bound: bool = False
+    remote: bool = False
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -162,7 +165,8 @@ def plan_pass(
         )
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
     block = read_rows * N * np.dtype(X.dtype).itemsize  # decoded bytes of one read block
-    prefetch = bool(getattr(X, "overlap_reads", False)) and 2 * block <= min(PREFETCH_BYTES, (memory_budget - need) // 4)
+    remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
+    prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * block <= min(PREFETCH_BYTES, (memory_budget - need) // 4)
     grids = {role: r.grid() for role, r in readers.items() if r is not None}
     target = partition_rows or max(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
@@ -174,10 +178,10 @@ def plan_pass(
         balanced = None
         if partition_rows is None:  # sizes asked for are kept
             step, balanced = _balanced(lo, hi, common, step, row_bytes, stats_bytes)
-        plan = Plan(lo, hi, step, balanced, read_rows, sub_rows, prefetch, read_bound=read_bound)
+        plan = Plan(lo, hi, step, balanced, read_rows, sub_rows, prefetch, read_bound=read_bound, remote=remote)
     else:
         bounds = _irregular_bounds(grids, lo, hi, target)
-        plan = Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch, read_bound=read_bound)
+        plan = Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch, read_bound=read_bound, remote=remote)
     if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
         plan = dataclasses.replace(plan, lanes=2)
     elif partition_rows is None and _lanes_instead(plan, row_bytes, stats_bytes):
@@ -254,10 +258,11 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
     and 1.20 worst of 16 against 1.15 and 1.31 without; N = 200, 1.06 against
     1.09 over 20, 2 against 4 over 1.15; with N = 1000 x 10 x 10 cells it cost
     up to 25 %, and with N = 50 x 10 x 10 cells it gained nothing and held up
-    to 80 MiB more).  One worker (the ``sync`` scheduler) never reads ahead.
+    to 80 MiB more).  One worker (the ``sync`` scheduler) never reads ahead,
+    unless the data are ``remote`` (a read waits on the network, not a core).
     The statistics do not depend on it.
     """
-    alone = (plan.read_bound and n_workers > 1) or i >= n - (n - first) % max(1, n_workers)
+    alone = plan.remote or (plan.read_bound and n_workers > 1) or i >= n - (n - first) % max(1, n_workers)
     return dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
 
 
@@ -557,19 +562,36 @@ def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_
     if _streams_pieces(readers["X"], plan):
         yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
         return
-    def read(a: int, b: int) -> tuple[np.ndarray, list[Any]]:
-        # the 1-D arrays of the block are read with X, on the read-ahead thread where there is one: the
-        # statistics never wait on them (they waited 30-50 ms of a 0.2 s pass on zarr's event loop)
-        return readers["X"].read(a, b), [None if c is None else c.take(a, b, b) for c in cursors.values()]
+    def ones(a: int, b: int) -> list[Any]:
+        return [None if c is None else c.take(a, b, b) for c in cursors.values()]
 
-    for a, b, (block, ones) in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch, read=read):
-        out = []
-        for s in range(a, b, plan.sub_rows):
-            e = min(b, s + plan.sub_rows)
-            y, g, w = (None if v is None else v[s - a : e - a] for v in ones)
-            out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
-        yield out
-        del block, ones, out
+    # the 1-D arrays of the block are read with X, on the read-ahead thread where there is one: the
+    # statistics never wait on them (they waited 30-50 ms of a 0.2 s pass on zarr's event loop); over a
+    # network, on a thread of their own beside X's read: one round trip per block, not two
+    beside = None
+    if plan.remote and any(c is not None for c in cursors.values()):
+        from concurrent.futures import ThreadPoolExecutor
+
+        beside = ThreadPoolExecutor(1, thread_name_prefix="streamridge-read-1d")
+
+    def read(a: int, b: int) -> tuple[np.ndarray, list[Any]]:
+        if beside is None:
+            return readers["X"].read(a, b), ones(a, b)
+        job = beside.submit(ones, a, b)
+        return readers["X"].read(a, b), job.result()
+
+    try:
+        for a, b, (block, values) in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch, read=read):
+            out = []
+            for s in range(a, b, plan.sub_rows):
+                e = min(b, s + plan.sub_rows)
+                y, g, w = (None if v is None else v[s - a : e - a] for v in values)
+                out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
+            yield out
+            del block, values, out
+    finally:
+        if beside is not None:
+            beside.shutdown(wait=True)
 
 
 def _streams_pieces(X: Any, plan: Plan) -> bool:

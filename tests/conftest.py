@@ -49,12 +49,16 @@ def ill_conditioned(rng, M, N, cond_sv=1e6, offset=0.0):
 
 @pytest.fixture(scope="session")
 def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """A directory served by ``python -m http.server`` on 127.0.0.1 and its base URL."""
+    """A directory served over HTTP on 127.0.0.1 (``scripts/serve_http.py``: byte ranges, keep-alive) and its base URL.
+
+    ``python -m http.server`` ignores ``Range`` headers, which object stores and web servers answer.
+    """
     root = tmp_path_factory.mktemp("served")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)]
+    script = Path(__file__).resolve().parent.parent / "scripts" / "serve_http.py"
+    cmd = [sys.executable, str(script), str(root), "--port", str(port)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10

@@ -1,4 +1,4 @@
-"""Whole gzip chunks of HDF5 datasets inflated straight into the result (values, fallbacks, corruption, memory)."""
+"""HDF5 rows read as file bytes (contiguous, raw, gzip, shuffle + gzip chunks): values, fallbacks, corruption, memory."""
 
 from __future__ import annotations
 
@@ -16,13 +16,41 @@ import pytest
 import streamridge.sources._hdf5 as h5src
 from streamridge.sources import open_source
 
+# name -> (create_dataset keywords, whether the pass reads the file's bytes itself)
+LAYOUTS: dict[str, tuple[dict[str, Any], bool]] = {
+    "contiguous": ({"chunks": None}, True),
+    "raw": ({}, True),
+    "gzip": ({"compression": "gzip"}, True),
+    "gzip-9": ({"compression": "gzip", "compression_opts": 9}, True),
+    "shuffle-gzip": ({"compression": "gzip", "shuffle": True}, True),
+    "lzf": ({"compression": "lzf"}, False),
+    "shuffle": ({"shuffle": True}, False),
+    "gzip-fletcher32": ({"compression": "gzip", "fletcher32": True}, False),
+    "column-chunks": ({"chunks": (10, 2)}, False),
+}
+RANGES = [(0, 10), (20, 30), (50, 53), (0, 53), (5, 15), (13, 17), (52, 53)]
 
-def _file(tmp_path: Path, data: dict[str, np.ndarray], rows: int, **kw: Any) -> str:
-    path = str(tmp_path / "d.h5")
+
+def _write(path: Path, data: dict[str, np.ndarray], kw: dict[str, Any], unwritten: bool = False) -> str:
     with h5py.File(path, "w") as f:
         for name, a in data.items():
-            f.create_dataset(name, data=a, chunks=(rows, *a.shape[1:]), **kw)
-    return path
+            opts = dict(kw)
+            if "chunks" not in opts:
+                opts["chunks"] = (10, *a.shape[1:])
+            elif opts["chunks"] is not None and len(opts["chunks"]) != a.ndim:
+                opts["chunks"] = (10,)
+            if unwritten and opts["chunks"] is not None:
+                ds = f.create_dataset(name, shape=a.shape, dtype=a.dtype, fillvalue=7, **opts)
+                ds[:20] = a[:20]  # rows 20-29 are a chunk never written
+                ds[30:] = a[30:]
+            else:
+                f.create_dataset(name, data=a, **opts)
+    return str(path)
+
+
+def _data(dtype: str, rows: int = 53) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"X": (rng.normal(size=(rows, 7)) * 100).astype(dtype), "y": rng.normal(size=rows)}
 
 
 def _readers(path: str) -> dict[str, Any]:
@@ -30,55 +58,98 @@ def _readers(path: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
-def test_inflated_chunks_equal_the_stored_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str
-) -> None:
-    monkeypatch.setattr(h5src, "INFLATE_BYTES", 0)
-    rng = np.random.default_rng(0)
-    data = {"X": (rng.normal(size=(53, 7)) * 100).astype(dtype), "y": rng.normal(size=53)}
-    readers = _readers(_file(tmp_path, data, 10, compression="gzip"))
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_reads_equal_the_stored_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, dtype: str) -> None:
+    kw, direct = LAYOUTS[layout]
+    data = _data(dtype)
+    path = _write(tmp_path / "d.h5", data, kw, unwritten=kw.get("chunks", ()) is not None)
+    with h5py.File(path) as f:
+        stored = {name: f[name][...] for name in data}
+    assert (stored["X"][20:30] == 7).all() == (kw.get("chunks", ()) is not None)
+    readers = _readers(path)
     X, y = readers["X"], readers["y"]
-    assert X._gzip_chunk(0, 10) is not None and X._gzip_chunk(50, 53) is not None  # the padded last chunk too
-    assert X._gzip_chunk(0, 20) is None and X._gzip_chunk(5, 15) is None
-    for a, b in [(0, 10), (20, 30), (50, 53), (0, 53), (5, 15)]:
+    assert (X.layout is not None) == direct
+    assert (y.layout is not None) == (direct or layout == "column-chunks")  # y's chunks are whole rows there
+    assert X.overlap_reads == direct
+    if direct:  # h5py's own read is never used for the rows
+        monkeypatch.setattr(h5src.HDF5Reader, "__getitem__", lambda self, key: pytest.fail("h5py read"))
+    for a, b in RANGES:
         got = X.read(a, b)
-        assert got.dtype == data["X"].dtype
-        np.testing.assert_array_equal(got, data["X"][a:b])
-        np.testing.assert_array_equal(y.read(a, b), data["y"][a:b])
+        assert got.dtype == stored["X"].dtype and got.shape == (b - a, 7)
+        np.testing.assert_array_equal(got, stored["X"][a:b])
+        np.testing.assert_array_equal(y.read(a, b), stored["y"][a:b])
 
 
-@pytest.mark.parametrize("kw", [{}, {"compression": "gzip", "shuffle": True}, {"compression": "lzf"}])
-def test_other_filters_use_hdf5s_own_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any]
-) -> None:
-    monkeypatch.setattr(h5src, "INFLATE_BYTES", 0)
-    data = {"X": np.arange(40 * 3, dtype=np.float64).reshape(40, 3), "y": np.zeros(40)}
-    X = _readers(_file(tmp_path, data, 10, **kw))["X"]
-    assert X._gzip_chunk(0, 10) is None
-    np.testing.assert_array_equal(X.read(10, 20), data["X"][10:20])
-
-
-def test_small_chunks_use_hdf5s_own_read(tmp_path: Path) -> None:
-    data = {"X": np.ones((40, 3)), "y": np.zeros(40)}
-    assert _readers(_file(tmp_path, data, 10, compression="gzip"))["X"]._gzip_chunk(0, 10) is None
-
-
-def test_corrupted_chunk_is_an_oserror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(h5src, "INFLATE_BYTES", 0)
-    data = {"X": np.random.default_rng(1).normal(size=(40, 3)), "y": np.zeros(40)}
-    path = _file(tmp_path, data, 10, compression="gzip")
+def test_a_chunk_stored_without_its_filter_is_read_by_h5py(tmp_path: Path) -> None:
+    data = _data("float64")
+    path = _write(tmp_path / "d.h5", data, {"compression": "gzip"})
+    with h5py.File(path, "a") as f:  # chunk 1 written as raw bytes with deflate marked skipped
+        f["X"].id.write_direct_chunk((10, 0), np.ascontiguousarray(data["X"][10:20]).tobytes(), filter_mask=1)
     X = _readers(path)["X"]
-    where = X._gzip_chunk(10, 20)
-    assert where is not None
-    offset, size, _ = where
+    assert X.layout is not None
+    np.testing.assert_array_equal(X.read(0, 53), data["X"])
+    np.testing.assert_array_equal(X.read(20, 30), data["X"][20:30])  # the other chunks still directly
+
+
+def test_a_file_open_for_writing_is_read_by_h5py(tmp_path: Path) -> None:
+    data = _data("float64")
+    path = _write(tmp_path / "d.h5", data, {"compression": "gzip"})
+    with h5py.File(path, "a") as f:
+        f["X"][0] = 1.0  # not yet in the file's bytes
+        readers = open_source(f, y="y").pass_readers()[0]
+        assert readers["X"].layout is None
+    with h5py.File(path, "r") as f:
+        assert open_source(f, y="y").pass_readers()[0]["X"].layout is not None
+
+
+def _chunk(path: str, name: str, row: int) -> tuple[int, int]:
+    with h5py.File(path) as f:
+        info = f[name].id.get_chunk_info_by_coord((row, 0) if f[name].ndim == 2 else (row,))
+        return int(info.byte_offset), int(info.size)
+
+
+@pytest.mark.parametrize("layout", ["gzip", "shuffle-gzip"])
+def test_a_corrupted_chunk_is_one_oserror_naming_it(tmp_path: Path, layout: str) -> None:
+    data = _data("float64")
+    path = _write(tmp_path / "d.h5", data, LAYOUTS[layout][0])
+    offset, size = _chunk(path, "X", 10)
     with open(path, "r+b") as fh:
         fh.seek(offset + size // 2)
         fh.write(b"\xff" * 8)
-    with pytest.raises(OSError, match=r"gzip chunk at byte \d+ of .* (corrupted|truncated)"):
+    X = _readers(path)["X"]
+    with pytest.raises(OSError, match=r"chunk 1 of /X in .*d\.h5 is (corrupted|truncated)"):
         X.read(10, 20)
-    out = np.empty((10, 3))
+    np.testing.assert_array_equal(X.read(20, 30), data["X"][20:30])
+
+
+def test_a_deflated_stream_cut_short_or_too_long_is_an_oserror() -> None:
+    from streamridge.sources._h5direct import _inflate_into
+
+    payload = np.arange(1000, dtype=np.float64).tobytes()
+    import zlib
+
+    stream = zlib.compress(payload)
+    out = np.empty(len(payload), np.uint8)
+    _inflate_into(stream, out, len(payload), "chunk 0")
+    assert out.tobytes() == payload
+    with pytest.raises(OSError, match="chunk 0 is truncated"):
+        _inflate_into(stream[: len(stream) // 2], out, len(payload), "chunk 0")
+    with pytest.raises(OSError, match="is corrupted: it inflates to more than"):
+        _inflate_into(zlib.compress(payload + b"x" * 8), out, len(payload), "chunk 0")
+    pieces = [stream[i : i + 100] for i in range(0, len(stream), 100)]  # read while inflating
+    head = np.empty(80, np.uint8)
+    _inflate_into(iter(pieces), head, len(payload), "chunk 0")  # the first rows only
+    assert head.tobytes() == payload[:80]
+
+
+def test_a_truncated_file_is_an_oserror(tmp_path: Path) -> None:
+    data = _data("float64", rows=2000)
+    path = _write(tmp_path / "d.h5", data, {"chunks": None})
+    X = _readers(path)["X"]
+    with open(path, "r+b") as fh:
+        fh.truncate(X.layout.offset + 100 * 7 * 8)
     with pytest.raises(OSError, match="truncated"):
-        h5src.inflate_into(path, offset, size // 2, out)  # a stream cut short
+        X.read(0, 2000)
 
 
 _CHILD = """
@@ -91,6 +162,7 @@ def hwm():
 
 readers, _ = open_source(sys.argv[1]).pass_readers()
 readers["y"].read(0, 10)  # h5py and the file opened (on the small dataset) before the baseline
+readers["X"]._chunk_table()
 base = hwm()
 block = readers["X"].read(0, readers["X"].shape[0])
 print(json.dumps({"growth": hwm() - base, "nbytes": block.nbytes, "sum": float(block[:, 0].sum())}))
@@ -100,10 +172,10 @@ print(json.dumps({"growth": hwm() - base, "nbytes": block.nbytes, "sum": float(b
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux-only")
 def test_one_large_gzip_chunk_is_not_copied(tmp_path: Path) -> None:
     """Reading one 48 MiB gzip chunk grew the peak by 2 chunk sizes through h5py (HDF5's chunk buffer and the
-    output); inflated into the output, by 1 and a few MB."""
+    output); read from the file in pieces and inflated into the output, by 1 and a few MB."""
     rows, N = 48 * 2**20 // (50 * 4), 50
     X = (np.random.default_rng(0).normal(size=(rows, N)) + 3).astype(np.float32)
-    path = _file(tmp_path, {"X": X}, rows, compression="gzip")
+    path = _write(tmp_path / "d.h5", {"X": X}, {"compression": "gzip", "chunks": (rows, N)})
     with h5py.File(path, "a") as f:
         f.create_dataset("y", data=np.zeros(rows), chunks=(rows,))
     cmd = [sys.executable, "-c", textwrap.dedent(_CHILD), path]
@@ -111,3 +183,36 @@ def test_one_large_gzip_chunk_is_not_copied(tmp_path: Path) -> None:
     assert got["nbytes"] == X.nbytes
     assert got["sum"] == pytest.approx(float(X[:, 0].astype(np.float64).sum()), rel=1e-6)
     assert got["growth"] < 1.4 * X.nbytes, got["growth"] / X.nbytes
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "raw", "shuffle-gzip"])
+def test_over_http_each_read_fetches_its_chunks_in_one_call(
+    http_root: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    root, base = http_root
+    data = _data("float32")
+    _write(root / f"{layout}.h5", data, LAYOUTS[layout][0], unwritten=layout != "contiguous")
+    with h5py.File(root / f"{layout}.h5") as f:
+        stored = {name: f[name][...] for name in data}
+    readers = _readers(f"{base}/{layout}.h5")
+    X = readers["X"]
+    assert X.layout is not None
+    calls: list[int] = []
+
+    class Counting:  # the reader's filesystem, counting the ranges of each call
+        def __init__(self, fs: Any) -> None:
+            self.fs = fs
+
+        def cat_ranges(self, paths: list[str], *args: Any, **kw: Any) -> Any:
+            calls.append(len(paths))
+            return self.fs.cat_ranges(paths, *args, **kw)
+
+    for reader in (X, readers["y"]):
+        reader.read(0, 1)
+        reader._fs = (Counting(reader._fs[0]), reader._fs[1])
+    monkeypatch.setattr(h5src.HDF5Reader, "__getitem__", lambda self, key: pytest.fail("h5py read"))
+    for a, b in RANGES:
+        np.testing.assert_array_equal(X.read(a, b), stored["X"][a:b])
+        np.testing.assert_array_equal(readers["y"].read(a, b), stored["y"][a:b])
+    assert len(calls) == 2 * len(RANGES) - (0 if layout == "contiguous" else 2)  # (20, 30): a never-written chunk
+    assert max(calls) > 1 or layout == "contiguous"

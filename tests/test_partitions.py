@@ -25,6 +25,7 @@ from streamridge.errors import InputError
 from streamridge.folds import FoldScheme
 from streamridge.partitions import LargeChunkWarning, Plan, plan_pass, read_blocks, task_plan
 from streamridge.sources import open_source
+from streamridge.sources._memory import NumpyReader
 from streamridge.sources._protocol import ArrayReader, RowGrid
 from streamridge.stream import PassReport, PassSpec, accumulate, chunk_task
 
@@ -372,6 +373,59 @@ def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
     assert [i for i in range(5) if task_plan(bound, i, 0, 5, 2).prefetch] == [0, 1, 2, 3, 4]
     assert not any(task_plan(bound, i, 0, 5, 1).prefetch for i in range(5))  # one worker (sync): no read thread
     assert not task_plan(dataclasses.replace(bound, prefetch=False), 0, 0, 5, 2).prefetch
+
+
+def test_remote_data_are_read_ahead_by_every_task_on_every_scheduler() -> None:
+    """A read over a network mostly waits: reading ahead hides the wait even with one worker."""
+    X = _Declared((100_000, 1000), 1_000)  # not read-bound, and not a reader that decodes outside the GIL
+    X.dtype = np.dtype(np.float64)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    args = {"n_cells": 100, "stats_bytes": 8 * 100 * 1000**2, "memory_budget": 2**34}
+    local = plan_pass(readers, 0, 100_000, **args)
+    assert not local.remote and not local.prefetch and not local.read_bound
+    X.remote = True
+    remote = plan_pass(readers, 0, 100_000, **args)
+    assert remote.remote and remote.prefetch
+    assert all(task_plan(remote, i, 0, 5, w).prefetch for i in range(5) for w in (1, 2))
+    y = _Declared((100_000,), 1_000)
+    y.remote = True  # any array over a network counts
+    X.remote = False
+    assert plan_pass({**readers, "y": y}, 0, 100_000, **args).remote
+
+
+def test_remote_1d_arrays_are_read_beside_x(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a network a block's y, groups and weights are fetched on a thread of their own while X is fetched
+    (one round trip per block, not two), and the statistics are the same."""
+    import threading
+
+    from streamridge.partitions import _sub_blocks
+
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(3000, N)), rng.normal(size=3000)
+    readers = {"X": NumpyReader(X), "y": NumpyReader(y), "groups": None, "sample_weight": None}
+    plan = Plan(0, 3000, 3000, None, 1000, 250, prefetch=False)
+    where: dict[str, set[str]] = {"X": set(), "y": set()}
+    both = threading.Barrier(2, timeout=5)  # X's read waits for y's: they must run at once
+    real = NumpyReader.read
+
+    def read(self: Any, start: int, stop: int) -> np.ndarray:
+        role = "X" if self.array.ndim == 2 else "y"
+        where[role].add(threading.current_thread().name)
+        if plan_used.remote:
+            both.wait()
+        return real(self, start, stop)
+
+    monkeypatch.setattr(NumpyReader, "read", read)
+    got = {}
+    for remote in (False, True):
+        plan_used = dataclasses.replace(plan, remote=remote)
+        got[remote] = [(b[0].copy(), b[1].copy()) for blocks in _sub_blocks(readers, 0, 3000, plan_used, 0) for b in blocks]
+    assert any(name.startswith("streamridge-read-1d") for name in where["y"])
+    assert not any(name.startswith("streamridge-read-1d") for name in where["X"])
+    for (xa, ya), (xb, yb) in zip(got[False], got[True]):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert len(got[True]) == 12
 
 
 @pytest.mark.parametrize(

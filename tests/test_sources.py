@@ -10,6 +10,7 @@ import os
 import pickle
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 
 from streamridge.errors import InputError, ParameterError, SourceError
 from streamridge.sources import Source, open_source, write_hdf5, write_zarr
-from streamridge.sources._common import choose_row_chunks
+from streamridge.sources._common import ROLES, choose_row_chunks
 
 N_ROWS, N_FEATURES, NATIVE = 230, 6, 20
 FEATURES = [f"f{j}" for j in range(N_FEATURES)]
@@ -50,6 +51,7 @@ class SourceTests:
     native_rows = 1  # rows of one storage chunk as written by make (1: unchunked)
     named = True  # arrays are looked up by name
     has_attrs = False  # feature names travel with the data
+    remote = False  # read over a network (the pass then reads ahead in every task)
 
     def make(
         self,
@@ -148,6 +150,10 @@ class SourceTests:
 
     # --- the reader protocol: shape/dtype, stored grid, row-range reads, fingerprint ---------
 
+    def test_readers_say_whether_they_read_over_a_network(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        readers, _ = self.open(tmp_path, _data(rng)).pass_readers()
+        assert {role: r.remote for role, r in readers.items() if r is not None} == dict.fromkeys(ROLES, self.remote)
+
     def test_readers_grid_matches_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
         source = self.open(tmp_path, _data(rng))
         readers, first = source.pass_readers()
@@ -245,6 +251,54 @@ class TestHDF5(SourceTests):
         return str(path), {"x": "/features/X", "y": "targets/y", **_names(groups, w)}
 
 
+class TestZarrSharded(SourceTests):
+    """Zarr v3 shards of 4 inner chunks of ``NATIVE`` rows (the pass reads a shard's index, then one byte range)."""
+
+    native_rows = NATIVE
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        import zarr
+
+        path = tmp_path / f"sharded-{uuid.uuid4().hex[:6]}.zarr"
+        root = zarr.open_group(path, mode="w", zarr_format=3)
+        for name, a in {"X": X, "y": y, "groups": groups, "sample_weight": w}.items():
+            if a is not None:
+                a = np.asarray(a)
+                chunks = (NATIVE, *a.shape[1:])
+                root.create_array(name, data=a, chunks=chunks, shards=(4 * NATIVE, *a.shape[1:]))
+        with warnings.catch_warnings():  # "consolidated metadata is not part of the v3 specification"
+            warnings.simplefilter("ignore")
+            zarr.consolidate_metadata(str(path))  # listed over HTTP too
+        return str(path), _names(groups, w)
+
+    # the grid's step is a shard and its read step an inner chunk; dask views split shards at will
+    def test_readers_grid_matches_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        readers, _ = self.open(tmp_path, _data(rng)).pass_readers()
+        for role, reader in readers.items():
+            assert reader is not None, role
+            grid = reader.grid()
+            assert (grid.n_rows, grid.step, grid.read_step) == (N_ROWS, 4 * NATIVE, NATIVE), role
+
+    def test_auto_chunks_aligned_to_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        chunks = self.open(tmp_path, _data(rng), memory_budget=_budget_for(50)).row_chunks()
+        assert sum(chunks) == N_ROWS and max(chunks) <= 4 * NATIVE
+
+    def test_auto_chunks_smaller_than_storage_chunk(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        chunks = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7)).row_chunks()
+        assert sum(chunks) == N_ROWS and max(chunks) <= 7
+
+
+class TestHDF5Gzip(TestHDF5):
+    """Deflated chunks: the pass inflates them itself (local files and URLs alike)."""
+
+    def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
+        path = tmp_path / f"gzip-{uuid.uuid4().hex[:6]}.h5"
+        names = {"X": "/features/X", "y": "/targets/y"}
+        write_hdf5(path, X, y, groups, w, chunk_rows=NATIVE, feature_names=feature_names, names=names,
+                   compression="gzip")
+        return str(path), {"x": "/features/X", "y": "targets/y", **_names(groups, w)}
+
+
 class TestNpyDirectory(SourceTests):
     def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
         directory = tmp_path / f"npy-{uuid.uuid4().hex[:6]}"
@@ -295,6 +349,8 @@ def _names(groups: Any, w: Any) -> dict[str, Any]:
 class _Served:
     """Mixin: write with the parent's ``make`` under the served root, open by URL."""
 
+    remote = True
+
     @pytest.fixture(autouse=True)
     def _serve(self, http_root: tuple[Path, str]) -> None:
         self.root, self.base = http_root
@@ -313,6 +369,14 @@ class TestHTTPZarrV2(_Served, TestZarrV2):
 
 
 class TestHTTPHDF5(_Served, TestHDF5):
+    pass
+
+
+class TestHTTPZarrSharded(_Served, TestZarrSharded):
+    pass
+
+
+class TestHTTPHDF5Gzip(_Served, TestHDF5Gzip):
     pass
 
 

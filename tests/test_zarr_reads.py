@@ -221,3 +221,29 @@ def test_pass_over_one_large_chunk_equals_in_memory(tmp_path: Path) -> None:
     ref = chunk_task(X, y, None, None, 0, spec)
     np.testing.assert_array_equal(got.count, ref.count)
     np.testing.assert_allclose(got.sxx, ref.sxx, rtol=1e-9, atol=1e-9)
+
+
+def test_shard_indexes_are_read_once_per_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each read of a shard's rows needs its index (over a network, a round trip of its own): a reader keeps
+    the indexes it read, and a reader sent to another process starts without them."""
+    import pickle
+
+    from zarr.codecs.sharding import ShardingCodec
+
+    data = np.random.default_rng(4).normal(size=(95, 3))
+    arr = _array(tmp_path, data, 10, shards=30)
+    calls: list[str] = []
+    real = ShardingCodec._load_shard_index_maybe
+
+    async def load(self: Any, byte_getter: Any, chunks_per_shard: Any) -> Any:
+        calls.append(str(byte_getter.path))
+        return await real(self, byte_getter, chunks_per_shard)
+
+    monkeypatch.setattr(ShardingCodec, "_load_shard_index_maybe", load)
+    reader = ZarrReader(arr)
+    for a, b in [(0, 10), (10, 20), (20, 30), (0, 30), (25, 65), (90, 95)]:
+        np.testing.assert_array_equal(reader.read(a, b), data[a:b])
+    assert sorted(calls) == sorted(set(calls)) and len(calls) == 4  # shards 0, 1, 2, 3, each once
+    again = pickle.loads(pickle.dumps(reader))
+    np.testing.assert_array_equal(again.read(0, 10), data[:10])
+    assert len(calls) == 5

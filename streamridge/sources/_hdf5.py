@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import zlib
 from typing import Any
 
 import h5py
@@ -11,6 +10,7 @@ import numpy as np
 
 from ..errors import SourceError
 from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
+from ._h5direct import chunk_table, direct_layout, read_rows
 from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
 
@@ -28,6 +28,9 @@ class HDF5Reader(ArrayReader):
     """One HDF5 dataset; every process that reads opens the file itself.
 
     h5py serialises calls with its own global lock, so no dask lock is needed.
+    The pass's reads of contiguous data and of raw or deflated chunks of whole
+    rows read the file's bytes instead (:mod:`._h5direct`): they decode in
+    parallel, and over a URL fetch a read's chunks concurrently.
 
     Parameters
     ----------
@@ -51,6 +54,12 @@ class HDF5Reader(ArrayReader):
         self.dtype = _read_dtype(dataset.dtype)
         self.native_rows = int(dataset.chunks[0]) if dataset.chunks else 1
         self.attrs = {k: dataset.attrs[k] for k in ("feature_names", "target_names") if k in dataset.attrs}
+        driver = "fileobj" if is_url(location) else "sec2"  # addresses are offsets into the file at `location`
+        self.layout = direct_layout(dataset) if dataset.file.driver == driver and dataset.file.mode == "r" else None
+        self.overlap_reads = self.layout is not None  # file reads and zlib release the GIL
+        self.remote = is_url(location)
+        self._table: np.ndarray | None = None
+        self._fs: Any = None
 
     def grid(self) -> RowGrid:
         """HDF5 chunk rows; any row range for a contiguous dataset."""
@@ -77,74 +86,96 @@ class HDF5Reader(ArrayReader):
         return dataset
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start .. stop - 1``; one large gzip chunk is inflated piece by piece into the result.
+        """Rows ``start .. stop - 1``, as file bytes where the layout allows (see :mod:`._h5direct`), else by h5py."""
+        table = self._chunk_table()
+        if self.layout is None or (table is not None and self._skipped_filter(table, start, stop)):
+            return self[start:stop]
+        return read_rows(self.layout, table, self._fetch, self.dtype, self.shape, start, stop,
+                         f"{self.name} in {self.location}")
 
-        HDF5 inflates a chunk into a buffer of its own and copies it into the
-        output (two chunk sizes at the peak); a whole stored chunk of at least
-        ``INFLATE_BYTES`` of a local file is read from its file offset and
-        inflated straight into the result (one chunk size and a few MB).
-        """
-        where = self._gzip_chunk(start, stop)
-        if where is not None:
-            offset, size, shape = where
-            out = np.empty(shape, dtype=self.dtype)
-            inflate_into(self.location, offset, size, out)
-            return out[: stop - start]
-        return self[start:stop]
-
-    def _gzip_chunk(self, start: int, stop: int) -> tuple[int, int, tuple[int, ...]] | None:
-        """File offset, stored size and shape of the gzip-only chunk holding exactly rows ``[start, stop)``."""
+    def _skipped_filter(self, table: np.ndarray, start: int, stop: int) -> bool:
+        """Whether a chunk of rows ``[start, stop)`` was stored without one of its filters (HDF5 may skip an optional one)."""
         step = self.native_rows
-        if is_url(self.location) or step <= 1 or start % step or stop != min(start + step, self.shape[0]):
+        return bool((table[start // step : -(-stop // step), 2] > 0).any())
+
+    def _chunk_table(self) -> np.ndarray | None:
+        """The chunks' offsets and sizes, read from HDF5's index once per process."""
+        if self.layout is None or self.layout.offset is not None:
             return None
-        if step * int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize < INFLATE_BYTES:
-            return None
-        ds = self.handle()
-        if not isinstance(ds, h5py.Dataset) or ds.chunks is None or tuple(ds.chunks[1:]) != tuple(ds.shape[1:]):
-            return None
-        if ds.compression != "gzip" or ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None:
-            return None
-        if ds.id.get_create_plist().get_nfilters() != 1 or ds.dtype != self.dtype or not ds.dtype.isnative or ds.file.driver != "sec2":
-            return None  # offsets are plain file offsets only with the default driver
-        info = ds.id.get_chunk_info_by_coord((start,) + (0,) * (len(self.shape) - 1))
-        if info.byte_offset is None or info.filter_mask:
-            return None
-        return int(info.byte_offset), int(info.size), tuple(int(c) for c in ds.chunks)
+        if self._table is None:
+            step = self.layout.chunk_rows
+            table = chunk_table(self.handle(), -(-int(self.shape[0]) // step))
+            with self._lock:
+                self._table = table
+        return self._table
+
+    def _fetch(self, ranges: list[tuple[int, int]], buffers: list[np.ndarray | None]) -> list[Any]:
+        """Byte ranges of the file in one call: a local file's with ``readinto``, a URL's concurrently."""
+        if not is_url(self.location):
+            return fetch_file(self.location, ranges, buffers)
+        if self._fs is None:
+            import fsspec
+
+            self._fs = fsspec.core.url_to_fs(self.location, **(self.storage_options or {}))
+        fs, path = self._fs
+        if not ranges:
+            return []
+        got = fs.cat_ranges([path] * len(ranges), [o for o, _ in ranges], [o + n for o, n in ranges], on_error="raise")
+        out: list[Any] = []
+        for (offset, size), data, buffer in zip(ranges, got, buffers):
+            if len(data) != size:
+                raise OSError(f"{self.location} sent {len(data)} bytes for the {size} at byte {offset}: the file is "
+                              "truncated, or the server does not answer byte ranges (HTTP Range)")
+            if buffer is not None:
+                buffer[:] = np.frombuffer(data, np.uint8)
+            out.append(data if buffer is None else buffer)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_table"] = state["_fs"] = None  # per process
+        return state
 
 
-INFLATE_BYTES = 16 * 2**20  # whole gzip chunks at least this large are inflated into the result
-_PIECE = 4 * 2**20  # bytes read from the file, and inflated, per step
-
-
-def inflate_into(path: str, offset: int, size: int, out: np.ndarray) -> None:
-    """Inflate the zlib stream of ``size`` bytes at ``offset`` of file ``path`` into ``out`` (C-contiguous).
+def fetch_file(path: str, ranges: list[tuple[int, int]], buffers: list[np.ndarray | None]) -> list[Any]:
+    """Byte ranges of a local file: into the buffers given, as bytes, or (large ones) as pieces read while inflating.
 
     Raises
     ------
     OSError
-        If the stream is truncated, corrupted, or does not fill ``out`` exactly.
+        A range lies past the end of the file.
     """
-    flat = out.reshape(-1).view(np.uint8)
-    z, pos, left = zlib.decompressobj(), 0, size
-    try:
-        with open(path, "rb") as fh:
+    out: list[Any] = []
+    with open(path, "rb", buffering=0) as fh:
+        for (offset, size), buffer in zip(ranges, buffers):
+            if buffer is None and size > STREAM_BYTES:
+                out.append(_file_pieces(path, offset, size))
+                continue
             fh.seek(offset)
-            while left > 0 and not z.eof:
-                data = fh.read(min(_PIECE, left))
-                if not data:
-                    break
-                left -= len(data)
-                while data:
-                    piece = z.decompress(data, _PIECE)
-                    if pos + len(piece) > flat.size:
-                        raise OSError(f"a gzip chunk at byte {offset} of {path} inflates to more than {flat.size} bytes")
-                    flat[pos : pos + len(piece)] = np.frombuffer(piece, np.uint8)
-                    pos += len(piece)
-                    data = z.unconsumed_tail
-    except zlib.error as exc:
-        raise OSError(f"the gzip chunk at byte {offset} of {path} is corrupted: {exc}") from exc
-    if not z.eof or pos != flat.size:
-        raise OSError(f"the gzip chunk at byte {offset} of {path} is truncated ({pos} of {flat.size} bytes)")
+            target = memoryview(bytearray(size)) if buffer is None else buffer.data.cast("B")
+            done = 0
+            while done < size:
+                n = fh.readinto(target[done:])
+                if not n:
+                    raise OSError(f"{path} ends inside the {size} bytes at {offset}: it is truncated")
+                done += n
+            out.append(target.obj if buffer is None else buffer)
+    return out
+
+
+STREAM_BYTES = 16 * 2**20  # compressed chunks larger than this are read in pieces while they are inflated
+_PIECE = 4 * 2**20
+
+
+def _file_pieces(path: str, offset: int, size: int) -> Any:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while size > 0:
+            data = fh.read(min(_PIECE, size))
+            if not data:
+                raise OSError(f"{path} ends inside the chunk at {offset}: it is truncated")
+            size -= len(data)
+            yield data
 
 
 def _read_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:

@@ -100,6 +100,7 @@ class ArrayReader:
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     overlap_reads = False  # reads decode outside the GIL: a partition running alone may read ahead
+    remote = False  # reads go over a network (a URL): every partition reads ahead (see partitions.task_plan)
 
     def __init__(self) -> None:
         self._handle: Any = None

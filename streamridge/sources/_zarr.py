@@ -40,6 +40,8 @@ class ZarrReader(ArrayReader):
         self._stream_codec = stream_codec(array)
         rows_only = tuple(int(c) for c in array.chunks[1:]) == self.shape[1:]  # chunks (and shards) of whole rows
         self._direct_codec = direct_codec(array) if rows_only else None
+        self.remote = _over_network(array)
+        self._indexes: dict[str, Any] = {}  # shard indexes read, per process
 
     @classmethod
     def from_array(cls, array: Any) -> ZarrReader:
@@ -78,7 +80,7 @@ class ZarrReader(ArrayReader):
         output at once), and anything else is zarr's read.
         """
         if self._direct_codec is not None and stop > start:
-            rows = read_rows(self.handle(), self._direct_codec, start, stop)
+            rows = read_rows(self.handle(), self._direct_codec, start, stop, self._indexes)
             if rows is not None:
                 return rows
         k = self._whole_chunk(start, stop)
@@ -87,6 +89,11 @@ class ZarrReader(ArrayReader):
             if block is not None:
                 return block
         return self[start:stop]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_indexes"] = {}
+        return state
 
     def pieces(self, start: int, stop: int, piece_rows: int) -> Iterator[np.ndarray] | None:
         """Rows ``start .. stop - 1`` of exactly one stored chunk as arrays of ``piece_rows`` rows (the last shorter).
@@ -344,3 +351,13 @@ def _write_array(grp: Any, name: str, value: Any, rows: int, attrs: dict[str, An
         return
     for start in range(0, shape[0], chunks[0]):
         arr[start : start + chunks[0]] = np.asarray(value[start : start + chunks[0]])
+
+
+def _over_network(array: Any) -> bool:
+    """Whether the array's store is an fsspec filesystem other than the local one (reads wait on a network)."""
+    from zarr.storage import FsspecStore
+
+    store = array.store_path.store if hasattr(array, "store_path") else array.store
+    if not isinstance(store, FsspecStore):
+        return False
+    return "file" not in (store.fs.protocol if isinstance(store.fs.protocol, tuple) else (store.fs.protocol,))

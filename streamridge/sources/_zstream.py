@@ -134,7 +134,7 @@ def _v3_direct(codecs: Any, dtype: np.dtype[Any]) -> str | None:
     return "blosc" if isinstance(codecs[1], BloscCodec) else _v3_codec(codecs, dtype)
 
 
-def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | None:
+def read_rows(array: Any, codec: str, start: int, stop: int, indexes: dict[str, Any] | None = None) -> np.ndarray | None:
     """Rows ``[start, stop)`` of a zarr array chunked along its rows only, decoded here (see :func:`direct_codec`).
 
     Every stored chunk the rows touch is fetched once (all in one call; the
@@ -142,7 +142,9 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     into its rows of the result.  Chunks that are not stored read as the
     fill value, as in zarr.  A corrupted or truncated chunk raises a
     one-line :class:`OSError` naming its key.  None where this zarr version
-    lacks the internals used (the caller then uses zarr's read).
+    lacks the internals used (the caller then uses zarr's read).  ``indexes``
+    keeps the shard indexes read, by shard key, for the next reads (over a
+    network each index is a round trip).
     """
 
     shape = tuple(int(n) for n in array.shape)
@@ -151,7 +153,7 @@ def read_rows(array: Any, codec: str, start: int, stop: int) -> np.ndarray | Non
     row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     ks = range(start // step, -(-stop // step))
     try:
-        fetched = _fetch_sharded(array, ks) if getattr(array, "shards", None) else _whole_chunks(array, ks)
+        fetched = _fetch_sharded(array, ks, indexes) if getattr(array, "shards", None) else _whole_chunks(array, ks)
     except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
         return None
     if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
@@ -209,12 +211,16 @@ async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
     return [(key, None if raw is None else raw.as_numpy_array()) for key, raw in zip(keys, raws)]
 
 
-def _fetch_sharded(array: Any, ks: range) -> list[tuple[str, Any]]:
+INDEXES_KEPT = 4096  # shard indexes a reader keeps (each a few KB); the oldest go first
+
+
+def _fetch_sharded(array: Any, ks: range, kept: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
     """``(name, compressed bytes or None)`` of inner chunks ``ks``: per shard its index, then one byte range.
 
-    The indexes are read through zarr (which checks their checksums); the
-    chunks' bytes of a ``LocalStore`` shard are read from its file, others
-    with the store's ranged ``get``.
+    The indexes are read through zarr (which checks their checksums), or
+    taken from ``kept`` (and kept there); the chunks' bytes of a
+    ``LocalStore`` shard are read from its file, others with the store's
+    ranged ``get``.
     """
     import asyncio
 
@@ -233,10 +239,17 @@ def _fetch_sharded(array: Any, ks: range) -> list[tuple[str, Any]]:
     keys = {s: aa.metadata.encode_chunk_key((s, *zeros)) for s in by_shard}
 
     async def index(s: int) -> Any:
+        if kept is not None and keys[s] in kept:
+            return kept[keys[s]]
         try:
-            return await sharding._load_shard_index_maybe(aa.store_path / keys[s], per_shard)
+            found = await sharding._load_shard_index_maybe(aa.store_path / keys[s], per_shard)
         except ValueError as exc:  # its checksum
             raise OSError(f"shard {keys[s]} is corrupted: its index does not match its checksum ({exc})") from None
+        if kept is not None and found is not None:
+            if len(kept) >= INDEXES_KEPT:
+                kept.pop(next(iter(kept), ""), None)  # readers are shared by the threads of a pass
+            kept[keys[s]] = found
+        return found
 
     async def indexes() -> list[Any]:
         return await asyncio.gather(*(index(s) for s in by_shard))
