@@ -25,6 +25,8 @@ triangle of ``Sxx`` is updated until :meth:`CellAccumulator.result`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .blas_nogil import gemm_tn, syrk_upper
@@ -35,6 +37,9 @@ MIN_TILE_ROWS = 256  # rank-k updates below this are BLAS-inefficient
 MAX_TILE_ROWS = 4096
 MIRROR_BLOCK = 64  # columns per strip when the lower triangle is mirrored (an n x 64 strip stays in L2)
 MAX_PENDING = 256  # tiles of a cell whose means wait for one rank-k fold (also: at most ~1/8 of its N x N)
+
+
+_Run = tuple[int, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"]  # a cell's rows of a sub-block
 
 
 class CellAccumulator:
@@ -59,10 +64,29 @@ class CellAccumulator:
         self._bx = np.empty((self.tile_rows, N))
         self._by = np.empty((self.tile_rows, T))
         self._ones = np.ones(self.tile_rows)
+        self._pool: Any = None  # threads sharing the cells of a sub-block (see use_threads)
+        self._tiles: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # pending tile means of a cell stay below ~1/8 of its N x N statistics (Python object overhead included)
         self._max_pending = int(np.clip(N * N // (8 * (N + T + 32)), 2, MAX_PENDING))
         # per cell: weights and means of tiles added since its last fold (see _fold)
         self._pending: dict[int, tuple[list[float], list[np.ndarray], list[np.ndarray]]] = {}
+
+    def use_threads(self, pool: Any, n: int) -> None:
+        """Share the cells of every sub-block with ``n`` threads of ``pool`` (``n`` <= 1: no threads).
+
+        Each cell's rows are still added by one thread, in the order they
+        come, so the statistics are bit for bit those of one thread; the
+        threads only take different cells of the same sub-block (each with
+        tile buffers of its own), and :meth:`add` returns when all are done.
+        """
+        if n <= 1:
+            self._pool, self._tiles = None, []
+            return
+        self._pool = pool
+        N, T = self._bx.shape[1], self._by.shape[1]
+        self._tiles = [(self._bx, self._by, self._ones)] + [
+            (np.empty((self.tile_rows, N)), np.empty((self.tile_rows, T)), np.ones(self.tile_rows)) for _ in range(n - 1)
+        ]
 
     def add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None = None) -> None:
         """Add rows ``X`` (m, N), targets ``Y`` (m, T) of flat cell ids ``cells`` (m,).
@@ -90,26 +114,57 @@ class CellAccumulator:
             order = np.argsort(small, kind="stable")  # a radix sort for 16-bit keys
             sc = small[order]
             bounds = np.concatenate([[0], np.flatnonzero(sc[1:] != sc[:-1]) + 1, [m]])
+            runs: list[_Run] = []
             for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
                 idx = order[lo:hi]
                 a, b = int(idx[0]), int(idx[-1])
                 if b - a == hi - lo - 1:  # the cell's rows are one contiguous run: read in place
-                    self._add_run(int(sc[lo]), X[a : b + 1], Y[a : b + 1], None, _part(weights, a, b + 1))
+                    runs.append((int(sc[lo]), X[a : b + 1], Y[a : b + 1], None, _part(weights, a, b + 1)))
                 else:
-                    self._add_run(int(sc[lo]), X, Y, idx, weights)
+                    runs.append((int(sc[lo]), X, Y, idx, weights))
+            if self._pool is None or len(runs) < 2:
+                for run in runs:
+                    self._add_run(*run)
+                return
+            self._add_shared(runs, [hi - lo for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())])
 
-    def _add_run(self, c: int, X: np.ndarray, Y: np.ndarray, idx: np.ndarray | None, w: np.ndarray | None) -> None:
-        """Rows ``idx`` of ``X``/``Y`` (all rows when None) into cell ``c``, tile by tile."""
+    def _add_shared(self, runs: list[_Run], sizes: list[int]) -> None:
+        """The cells' runs of one sub-block on the threads of :meth:`use_threads`, largest first to the least loaded."""
+        n = len(self._tiles)
+        load: list[int] = [0] * n
+        share: list[list[_Run]] = [[] for _ in range(n)]
+        for j in sorted(range(len(runs)), key=lambda j: -sizes[j]):
+            t = load.index(min(load))
+            load[t] += sizes[j]
+            share[t].append(runs[j])
+
+        def work(t: int) -> None:
+            for c, X, Y, idx, w in share[t]:
+                self._add_run(c, X, Y, idx, w, tiles=self._tiles[t])
+
+        jobs = [self._pool.submit(work, t) for t in range(1, n) if share[t]]
+        try:
+            work(0)
+        finally:
+            for job in jobs:
+                job.result()
+
+    def _add_run(
+        self, c: int, X: np.ndarray, Y: np.ndarray, idx: np.ndarray | None, w: np.ndarray | None,
+        tiles: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """Rows ``idx`` of ``X``/``Y`` (all rows when None) into cell ``c``, tile by tile (``tiles``: buffers to use)."""
         m = X.shape[0] if idx is None else idx.shape[0]
         self.count[c] += m
         S = self.sxx[c].T  # Fortran view: its upper triangle is the lower triangle of sxx[c]
         Sxy = self.sxy[c].T  # (T, N) Fortran view
         pend = self._pending.setdefault(c, ([], [], []))
         step = self.tile_rows
+        tile_x, tile_y, ones = (self._bx, self._by, self._ones) if tiles is None else tiles
         for s in range(0, m, step):
             e = min(m, s + step)
             k = e - s
-            bx, by = self._bx[:k], self._by[:k]
+            bx, by = tile_x[:k], tile_y[:k]
             if idx is None:
                 np.copyto(bx, X[s:e])
                 np.copyto(by, Y[s:e])
@@ -122,7 +177,7 @@ class CellAccumulator:
             W = float(k) if wt is None else float(wt.sum())
             if W <= 0:
                 continue
-            wc = self._ones[:k] if wt is None else wt
+            wc = ones[:k] if wt is None else wt
             mx = _center(bx, wc, W)
             my = _center(by, wc, W)
             if wt is not None:

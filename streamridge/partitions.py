@@ -80,6 +80,9 @@ class Plan:
     reads ahead where ``prefetch`` allows it.  ``remote``: an array is read
     over the network (a URL), where a read mostly waits: every task reads
     ahead, on every scheduler, and reads a block's 1-D arrays beside X.
+    ``cell_threads``: threads of a task sharing the cells of each sub-block
+    (set by :func:`task_plan` where cores would idle; the statistics are
+    bit-identical for any number).
     """
 
     lo: int
@@ -93,6 +96,7 @@ class Plan:
     pieces: bool = True
     read_bound: bool = False
     remote: bool = False
+    cell_threads: int = 1
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -246,8 +250,16 @@ def _light_stats(stats_bytes: int, rows_bytes: int) -> bool:
     return 4 * stats_bytes <= rows_bytes
 
 
-def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
-    """The plan partition ``i`` of ``first .. n - 1`` runs with: prefetching only where a core would idle.
+def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: bool = False, n_cells: int = 1) -> Plan:
+    """The plan partition ``i`` of ``first .. n - 1`` runs with: prefetching and cell threads where cores would idle.
+
+    With ``local`` (the workers are this machine's cores: the threads or
+    processes scheduler), a wave of fewer tasks than workers (one partition
+    of heavy statistics, or the last wave) gives each of its tasks the idle
+    cores as ``cell_threads``, which share the ``n_cells`` cells of every
+    sub-block (at least two cells per thread; one partition of 10 x 10
+    cells used one of two cores before).  A cluster's workers keep one
+    thread each.
 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
     idle workers, so their reads may overlap their statistics (a read thread
@@ -262,8 +274,13 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int) -> Plan:
     unless the data are ``remote`` (a read waits on the network, not a core).
     The statistics do not depend on it.
     """
-    alone = plan.remote or (plan.read_bound and n_workers > 1) or i >= n - (n - first) % max(1, n_workers)
-    return dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
+    last = i >= n - (n - first) % max(1, n_workers)
+    alone = plan.remote or (plan.read_bound and n_workers > 1) or last
+    out = dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
+    running = (n - first) % n_workers if last and n_workers > 1 else n_workers  # tasks of this task's wave
+    if local and plan.lanes == 1 and n_workers > running and n_cells >= 2 * (n_workers // running):
+        out = dataclasses.replace(out, cell_threads=n_workers // running)
+    return out
 
 
 def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
@@ -520,11 +537,16 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     """
     lanes = max(1, plan.lanes)
     accs = [kernel.start() for _ in range(lanes)]
-    pool = None
+    pool = cells = None
     if lanes > 1:
         import concurrent.futures as cf
 
         pool = cf.ThreadPoolExecutor(lanes, thread_name_prefix="streamridge-lane")
+    elif plan.cell_threads > 1 and hasattr(accs[0], "use_threads"):
+        import concurrent.futures as cf
+
+        cells = cf.ThreadPoolExecutor(plan.cell_threads - 1, thread_name_prefix="streamridge-cells")
+        accs[0].use_threads(cells, plan.cell_threads)
     try:
         for sub_blocks in _sub_blocks(readers, start, stop, plan, row_start):
             if pool is None:
@@ -537,6 +559,9 @@ def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, ke
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+        if cells is not None:
+            cells.shutdown(wait=True)
+            accs[0].use_threads(None, 1)
     out = kernel.finish(accs[0])
     for acc in accs[1:]:
         out = kernel.merge(out, kernel.finish(acc))

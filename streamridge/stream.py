@@ -375,11 +375,12 @@ def accumulate(
     n = len(plan)
     bar = _progress_bar(progress, hi - lo, initial=plan.rows(done)[0] - lo if done < n else hi - lo)
 
-    workers = [1]  # set when the scheduler is open
+    workers, local = [1], [False]  # set when the scheduler is open
+    n_cells = spec.scheme.n_folds * spec.n_classes
 
     def args(i: int) -> tuple[Any, ...]:
         a, b = plan.rows(i)
-        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0]), kernel, row_offset + (a - lo)
+        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0], local=local[0], n_cells=n_cells), kernel, row_offset + (a - lo)
 
     def on_done(i: int, snapshot: Any) -> None:
         a, b = plan.rows(i)
@@ -394,7 +395,7 @@ def accumulate(
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
-            workers[0] = sched.n_workers
+            workers[0], local[0] = sched.n_workers, sched.kind in ("threads", "processes")
             total = reduce_partitions(
                 run_partition, args, n, kernel.merge, sched, first=done, stack=stack, window=window,
                 on_done=on_done, name_error=name_error,

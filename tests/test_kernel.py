@@ -40,8 +40,13 @@ def reference(X, Y, cells, w, n_cells):
     return {k: np.array(v, dtype=np.float64) for k, v in out.items()}
 
 
-def run(X, Y, cells, w, n_cells, block):
+def run(X, Y, cells, w, n_cells, block, threads=1):
     acc = CellAccumulator(n_cells, X.shape[1], Y.shape[1])
+    if threads > 1:
+        import concurrent.futures as cf
+
+        pool = cf.ThreadPoolExecutor(threads - 1)
+        acc.use_threads(pool, threads)
     for s in range(0, X.shape[0], block):
         acc.add(X[s : s + block], Y[s : s + block], cells[s : s + block], None if w is None else w[s : s + block])
     r = acc.result(n_cells, 1)
@@ -92,6 +97,9 @@ def test_kernel_equals_reference(monkeypatch, kind, layout, weighted, dtype):
         w[:40] = 0.0  # a whole tile of zero weights
     got = run(X, Y, cells, w, n_cells, block=997)
     ref = reference(X.astype(np.float64), Y, cells, w, n_cells)
+    shared = run(X, Y, cells, w, n_cells, block=997, threads=3)  # threads taking the cells of each sub-block
+    for k in got:
+        assert np.array_equal(shared[k], got[k]), k  # bit for bit: each cell's rows are added in the same order
     assert np.array_equal(got["count"], ref["count"])
     np.testing.assert_allclose(got["weight"], ref["weight"], rtol=1e-13)
     for k in ("mean_x", "mean_y"):
@@ -200,3 +208,38 @@ def test_result_mirrors_every_cell():
     S = acc.result(3, 2).sxx.reshape(6, 150, 150)
     assert np.array_equal(np.tril(S), lower)
     assert np.array_equal(S, np.transpose(S, (0, 2, 1)))
+
+
+def test_cell_threads_take_different_cells_of_each_sub_block(monkeypatch):
+    """The cells of a sub-block go to the threads largest first, each to the least loaded; every thread adds
+    with its own tile buffers; ``add`` returns when all are done."""
+    import concurrent.futures as cf
+    import threading
+
+    X, Y = data("offset", m=4000, N=20, T=2)
+    cells = np.random.default_rng(5).integers(0, 8, 4000)
+    seen: dict[int, set[str]] = {}
+    buffers: dict[str, set[int]] = {}
+    real = CellAccumulator._add_run
+
+    def add_run(self, c, X, Y, idx, w, tiles=None):
+        name = threading.current_thread().name
+        seen.setdefault(c, set()).add(name)
+        buffers.setdefault(name, set()).add(id((tiles or (self._bx,))[0]))
+        return real(self, c, X, Y, idx, w, tiles)
+
+    monkeypatch.setattr(CellAccumulator, "_add_run", add_run)
+    acc = CellAccumulator(8, 20, 2)
+    with cf.ThreadPoolExecutor(1, thread_name_prefix="cells") as pool:
+        acc.use_threads(pool, 2)
+        for s in range(0, 4000, 1000):
+            acc.add(X[s : s + 1000], Y[s : s + 1000], cells[s : s + 1000])
+    assert len(buffers) == 2 and all(len(ids) == 1 for ids in buffers.values())
+    assert len(set.union(*buffers.values())) == 2  # a tile buffer per thread
+    assert any(name.startswith("cells") for names in seen.values() for name in names)
+    acc.use_threads(None, 1)
+    alone = CellAccumulator(8, 20, 2)
+    for s in range(0, 4000, 1000):
+        alone.add(X[s : s + 1000], Y[s : s + 1000], cells[s : s + 1000])
+    for k in ("weight", "count", "mean_x", "sxx", "sxy", "syy"):
+        assert np.array_equal(getattr(acc.result(8, 1), k), getattr(alone.result(8, 1), k)), k
