@@ -54,6 +54,10 @@ ALIGN_SLACK = 16  # common boundaries further apart than this many targets are n
 # N = 50 and 200; 18-30 % at N = 1000, 22-33 % with 10 x 10 cells) where the kernel's ~N^2 flops per row
 # are at most READ_BOUND_FLOPS per byte read (N <= 64 x itemsize: N = 256 float32, 512 float64) and the
 # rows are spread over few cells; such passes read ahead in every wave of tasks (see task_plan)
+# threads share the cells of a sub-block from this many features: one partition of 10 x 10 (5 x 2) cells over
+# 128 MB took 0.62-0.67x (0.57-0.63x) of one thread's time at N = 200-1000 (100-1000), 0.94-1.39x (0.93) at
+# N = 50-100 (50), where a cell's run is a few hundred rows of little BLAS work (scripts/bench_cells.py)
+SHARE_CELLS_MIN_FEATURES = 100
 READ_BOUND_FLOPS = 64
 READ_BOUND_CELLS = 16
 
@@ -80,9 +84,10 @@ class Plan:
     reads ahead where ``prefetch`` allows it.  ``remote``: an array is read
     over the network (a URL), where a read mostly waits: every task reads
     ahead, on every scheduler, and reads a block's 1-D arrays beside X.
-    ``cell_threads``: threads of a task sharing the cells of each sub-block
-    (set by :func:`task_plan` where cores would idle; the statistics are
-    bit-identical for any number).
+    ``share_cells``: the number of cells where threads sharing the cells of
+    a sub-block pay (``SHARE_CELLS_MIN_FEATURES``), else 0; ``cell_threads``:
+    how many a task uses (set by :func:`task_plan` where cores would idle;
+    the statistics are bit-identical for any number).
     """
 
     lo: int
@@ -96,6 +101,7 @@ class Plan:
     pieces: bool = True
     read_bound: bool = False
     remote: bool = False
+    share_cells: int = 0
     cell_threads: int = 1
 
     def __len__(self) -> int:
@@ -192,6 +198,8 @@ def plan_pass(
         plan = dataclasses.replace(plan, step=max(1, hi), bounds=None, lanes=2)
     if plan.lanes > 1:
         plan = dataclasses.replace(plan, sub_rows=_lane_sub_rows(plan.read_rows, plan.sub_rows, plan.lanes))
+    if N >= SHARE_CELLS_MIN_FEATURES and n_cells >= 4:
+        plan = dataclasses.replace(plan, share_cells=n_cells)
     if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
         return dataclasses.replace(plan, pieces=False)
     if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _light_ahead(X, plan):
@@ -250,16 +258,16 @@ def _light_stats(stats_bytes: int, rows_bytes: int) -> bool:
     return 4 * stats_bytes <= rows_bytes
 
 
-def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: bool = False, n_cells: int = 1) -> Plan:
+def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: bool = False) -> Plan:
     """The plan partition ``i`` of ``first .. n - 1`` runs with: prefetching and cell threads where cores would idle.
 
     With ``local`` (the workers are this machine's cores: the threads or
     processes scheduler), a wave of fewer tasks than workers (one partition
     of heavy statistics, or the last wave) gives each of its tasks the idle
-    cores as ``cell_threads``, which share the ``n_cells`` cells of every
-    sub-block (at least two cells per thread; one partition of 10 x 10
-    cells used one of two cores before).  A cluster's workers keep one
-    thread each.
+    cores as ``cell_threads``, which share the cells of every sub-block
+    where ``plan.share_cells`` holds at least two per thread (one partition
+    of 10 x 10 cells used one of two cores before).  A cluster's workers
+    keep one thread each.
 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
     idle workers, so their reads may overlap their statistics (a read thread
@@ -278,8 +286,9 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     alone = plan.remote or (plan.read_bound and n_workers > 1) or last
     out = dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
     running = (n - first) % n_workers if last and n_workers > 1 else n_workers  # tasks of this task's wave
-    if local and plan.lanes == 1 and n_workers > running and n_cells >= 2 * (n_workers // running):
-        out = dataclasses.replace(out, cell_threads=n_workers // running)
+    threads = n_workers // max(1, running)
+    if local and plan.lanes == 1 and threads > 1 and plan.share_cells >= 2 * threads:
+        out = dataclasses.replace(out, cell_threads=threads)
     return out
 
 

@@ -376,11 +376,10 @@ def accumulate(
     bar = _progress_bar(progress, hi - lo, initial=plan.rows(done)[0] - lo if done < n else hi - lo)
 
     workers, local = [1], [False]  # set when the scheduler is open
-    n_cells = spec.scheme.n_folds * spec.n_classes
 
     def args(i: int) -> tuple[Any, ...]:
         a, b = plan.rows(i)
-        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0], local=local[0], n_cells=n_cells), kernel, row_offset + (a - lo)
+        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0], local=local[0]), kernel, row_offset + (a - lo)
 
     def on_done(i: int, snapshot: Any) -> None:
         a, b = plan.rows(i)

@@ -392,11 +392,22 @@ def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
 def test_cell_threads_take_the_cores_a_wave_leaves_idle(
     first: int, n: int, workers: int, local: bool, n_cells: int, expected: list[int]
 ) -> None:
-    plan = Plan(0, 100, 10, None, 5, 5, prefetch=True)
-    got = [task_plan(plan, i, first, n, workers, local=local, n_cells=n_cells).cell_threads for i in range(first, n)]
+    plan = Plan(0, 100, 10, None, 5, 5, prefetch=True, share_cells=n_cells)
+    got = [task_plan(plan, i, first, n, workers, local=local).cell_threads for i in range(first, n)]
     assert got == expected
     lanes = dataclasses.replace(plan, lanes=2)  # two accumulators already use two threads
-    assert task_plan(lanes, n - 1, first, n, workers, local=local, n_cells=n_cells).cell_threads == 1
+    assert task_plan(lanes, n - 1, first, n, workers, local=local).cell_threads == 1
+
+
+@pytest.mark.parametrize(("n_features", "n_cells", "shared"), [(50, 100, 0), (99, 100, 0), (100, 100, 100), (1000, 100, 100),
+                                                               (200, 3, 0), (200, 10, 10)])
+def test_cells_are_shared_from_100_features(n_features: int, n_cells: int, shared: int) -> None:
+    """Below 100 features a cell's run in a sub-block is too little BLAS work for a thread of its own
+    (scripts/bench_cells.py: 10 x 10 cells at N = 50, 0.98-1.39x one thread's time)."""
+    X = _Declared((100_000, n_features), 1_000)
+    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+    plan = plan_pass(readers, 0, 100_000, n_cells=n_cells, stats_bytes=8 * n_cells * n_features**2, memory_budget=2**34)
+    assert plan.share_cells == shared
 
 
 def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -407,7 +418,7 @@ def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(mo
     from streamridge.kernel import CellAccumulator
 
     rng = np.random.default_rng(8)
-    M, N = 6000, 30
+    M, N = 3000, 100
     X = rng.normal(size=(M, N)) + 1e6
     y = rng.integers(0, 10, M).astype(float)
     w = rng.uniform(0.5, 2, M)
