@@ -24,45 +24,16 @@ this machine, so its CPU is shared with the pass; compare within a run.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 
 import bench_layouts
+from serve_http import served
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-@contextlib.contextmanager
-def served(directory: str, latency_ms: float) -> Iterator[str]:
-    """``directory`` served by ``serve_http.py`` on a free port; yields the base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, os.path.join(HERE, "serve_http.py"), directory, "--port", str(port),
-           "--latency-ms", str(latency_ms)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("serve_http.py did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def fetch_all(path: str, url: str, repeats: int) -> float:

@@ -262,12 +262,12 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     """The plan partition ``i`` of ``first .. n - 1`` runs with: prefetching and cell threads where cores would idle.
 
     With ``local`` (the workers are this machine's cores: the threads or
-    processes scheduler), a wave of fewer tasks than workers (one partition
+    processes scheduler, or a ``local:N`` cluster), a wave of fewer tasks than workers (one partition
     of heavy statistics, or the last wave) gives each of its tasks the idle
     cores as ``cell_threads``, which share the cells of every sub-block
     where ``plan.share_cells`` holds at least two per thread (one partition
-    of 10 x 10 cells used one of two cores before).  A cluster's workers
-    keep one thread each.
+    of 10 x 10 cells used one of two cores before).  The workers of a
+    cluster elsewhere keep one thread each.
 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
     idle workers, so their reads may overlap their statistics (a read thread

@@ -35,6 +35,7 @@ class Scheduler:
     n_workers: int
     client: Any = None
     label: str = ""
+    local: bool = False  # the workers are this machine's cores (threads, processes, a local:N cluster)
 
 
 # imported by every partition task; a starting cluster imports them in its workers before the first task
@@ -81,17 +82,17 @@ def open_scheduler(spec: Any) -> Iterator[Scheduler]:
         If ``spec`` is not understood.
     """
     if spec is None or spec in ("threads", "threading"):
-        yield Scheduler("threads", "threads", n_cpus(), label="threads")
+        yield Scheduler("threads", "threads", n_cpus(), label="threads", local=True)
         return
     if spec in ("sync", "synchronous", "single-threaded"):
         yield Scheduler("sync", "sync", 1, label="sync")
         return
     if spec in ("processes", "multiprocessing"):
-        yield Scheduler("processes", "processes", n_cpus(), label="processes")
+        yield Scheduler("processes", "processes", n_cpus(), label="processes", local=True)
         return
     if isinstance(spec, StartingCluster):
         client = spec.client()
-        yield Scheduler("distributed", client, spec.n_workers, client=client, label=spec.label)
+        yield Scheduler("distributed", client, spec.n_workers, client=client, label=spec.label, local=True)
         return
     if hasattr(spec, "scheduler_info") and hasattr(spec, "submit"):
         yield Scheduler("distributed", spec, _client_workers(spec), client=spec, label=str(getattr(spec, "scheduler", "client")))

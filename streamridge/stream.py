@@ -394,7 +394,7 @@ def accumulate(
     t0 = time.perf_counter()
     try:
         with open_scheduler(scheduler) as sched:
-            workers[0], local[0] = sched.n_workers, sched.kind in ("threads", "processes")
+            workers[0], local[0] = sched.n_workers, sched.local
             total = reduce_partitions(
                 run_partition, args, n, kernel.merge, sched, first=done, stack=stack, window=window,
                 on_done=on_done, name_error=name_error,

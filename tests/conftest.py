@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,24 +49,13 @@ def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
 
     ``python -m http.server`` ignores ``Range`` headers, which object stores and web servers answer.
     """
-    root = tmp_path_factory.mktemp("served")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    import importlib.util
+
     script = Path(__file__).resolve().parent.parent / "scripts" / "serve_http.py"
-    cmd = [sys.executable, str(script), str(root), "--port", str(port)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the test HTTP server did not start") from None
-                time.sleep(0.05)
-        yield root, f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    spec = importlib.util.spec_from_file_location("serve_http", script)
+    assert spec is not None and spec.loader is not None
+    serve_http = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(serve_http)
+    root = tmp_path_factory.mktemp("served")
+    with serve_http.served(str(root), timeout=10) as url:
+        yield root, url

@@ -117,29 +117,31 @@ def test_a_corrupted_chunk_is_one_oserror_naming_it(tmp_path: Path, layout: str)
         fh.seek(offset + size // 2)
         fh.write(b"\xff" * 8)
     X = _readers(path)["X"]
-    with pytest.raises(OSError, match=r"chunk 1 of /X in .*d\.h5 is (corrupted|truncated)"):
+    with pytest.raises(OSError, match=r"stored chunk 1 of /X in .*d\.h5 \(zlib\) is (corrupted|truncated)"):
         X.read(10, 20)
     np.testing.assert_array_equal(X.read(20, 30), data["X"][20:30])
 
 
-def test_a_deflated_stream_cut_short_or_too_long_is_an_oserror() -> None:
-    from streamridge.sources._h5direct import _inflate_into
-
-    payload = np.arange(1000, dtype=np.float64).tobytes()
+def test_a_deflated_stream_in_pieces_cut_short_or_too_long_is_an_oserror() -> None:
+    """A large chunk of a local file is inflated while it is read, piece by piece (zarr's zlib decoder, fed pieces)."""
     import zlib
 
+    from streamridge.sources._zstream import decode_into
+
+    payload = np.arange(1000, dtype=np.float64).tobytes()
     stream = zlib.compress(payload)
+    pieces = [stream[i : i + 100] for i in range(0, len(stream), 100)]
     out = np.empty(len(payload), np.uint8)
-    _inflate_into(stream, out, len(payload), "chunk 0")
+    decode_into(iter(pieces), "zlib", out, 0, len(payload), "0 of f.h5")
     assert out.tobytes() == payload
-    with pytest.raises(OSError, match="chunk 0 is truncated"):
-        _inflate_into(stream[: len(stream) // 2], out, len(payload), "chunk 0")
-    with pytest.raises(OSError, match="is corrupted: it inflates to more than"):
-        _inflate_into(zlib.compress(payload + b"x" * 8), out, len(payload), "chunk 0")
-    pieces = [stream[i : i + 100] for i in range(0, len(stream), 100)]  # read while inflating
-    head = np.empty(80, np.uint8)
-    _inflate_into(iter(pieces), head, len(payload), "chunk 0")  # the first rows only
-    assert head.tobytes() == payload[:80]
+    part = np.empty(80, np.uint8)
+    decode_into(iter(pieces), "zlib", part, 160, len(payload), "0 of f.h5")  # rows inside the chunk
+    assert part.tobytes() == payload[160:240]
+    with pytest.raises(OSError, match=r"stored chunk 0 of f\.h5 \(zlib\) is truncated"):
+        decode_into(iter(pieces[: len(pieces) // 2]), "zlib", out, 0, len(payload), "0 of f.h5")
+    longer = zlib.compress(payload + b"x" * 8)
+    with pytest.raises(OSError, match="is corrupted: more than"):
+        decode_into(iter([longer[i : i + 100] for i in range(0, len(longer), 100)]), "zlib", out, 0, len(payload), "0 of f.h5")
 
 
 def test_a_truncated_file_is_an_oserror(tmp_path: Path) -> None:

@@ -54,6 +54,12 @@ def count_clusters(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return started
 
 
+def test_which_schedulers_run_on_this_machines_cores() -> None:
+    for spec, local in (("threads", True), ("processes", True), ("sync", False)):
+        with open_scheduler(spec) as sched:
+            assert sched.local is local, spec
+
+
 def test_other_specs_pass_through_unchanged() -> None:
     for spec in (None, "threads", "sync", "processes", "tcp://127.0.0.1:1"):
         with scheduler_session(spec) as s:
@@ -69,6 +75,7 @@ def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatc
         assert not starting.future.done()  # the caller goes on while the worker process starts
         with open_scheduler(starting) as sched, open_scheduler(starting) as again:
             assert sched.client is again.client and sched.n_workers == 1
+            assert sched.local  # its workers are this machine's cores: a lone task may take idle ones (cell threads)
             env = sched.client.run(_worker_malloc_env)
             modules = sched.client.run(lambda: sorted(sys.modules))
             profiles = sched.client.run(_worker_profiles)

@@ -8,20 +8,20 @@ whose chunks hold whole rows, with no filter, ``deflate`` (gzip) or ``shuffle``
 then ``deflate``, is a list of (offset, size) per chunk, taken once from HDF5's
 chunk index (:func:`chunk_table`), fetched in one call per read (local files with
 ``readinto``; URLs with fsspec's concurrent ``cat_ranges``) and inflated with
-:mod:`zlib`, which releases the GIL.  Other layouts return None from
+:mod:`zlib` (as zarr's zlib chunks, :func:`._zstream.decode_into`), which releases the GIL.  Other layouts return None from
 :func:`direct_layout` and are read by h5py.
 """
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._zstream import decode_into
+
 _DEFLATE, _SHUFFLE = 1, 2  # HDF5 filter ids
-_PIECE = 4 * 2**20  # bytes inflated per step when a chunk is inflated straight into the result
 
 
 @dataclass(frozen=True)
@@ -152,50 +152,14 @@ def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.
             places.append((c, skip, target))
     inflated = [data for data, buffer in zip(fetch(ranges, buffers), buffers) if buffer is None]
     for (c, skip, target), data in zip(places, inflated):
-        what = f"chunk {c} of {where}"
+        key = f"{c} of {where}"
         if not layout.shuffle:
-            if skip == 0:
-                _inflate_into(data, target, chunk_bytes, what)
-            else:
-                chunk = np.empty(skip + target.size, np.uint8)
-                _inflate_into(data, chunk, chunk_bytes, what)
-                target[:] = chunk[skip:]
+            decode_into(data, "zlib", target, skip, chunk_bytes, key)
             continue
         chunk = np.empty(chunk_bytes, np.uint8)
-        _inflate_into(data, chunk, chunk_bytes, what)
+        decode_into(data, "zlib", chunk, 0, chunk_bytes, key)
         target[:] = _unshuffle(chunk, dtype.itemsize)[skip : skip + target.size]
     return out
-
-
-def _inflate_into(source: Any, target: np.ndarray, total: int, what: str) -> None:
-    """Inflate a zlib stream of ``total`` bytes into uint8 array ``target``, which may take only its first bytes.
-
-    ``source`` is bytes or an iterable of byte pieces (read while inflating).
-    """
-    z, pos = zlib.decompressobj(), 0
-    pieces = [source] if isinstance(source, (bytes, bytearray, memoryview)) else source
-    try:
-        for data in pieces:
-            while data and not z.eof:
-                room = target.size - pos
-                if room == 0:
-                    if target.size < total:
-                        return  # the rows asked for are all there
-                    if z.decompress(data, 1):
-                        raise OSError(f"{what} is corrupted: it inflates to more than {total} bytes")
-                else:
-                    piece = z.decompress(data, min(_PIECE, room))
-                    target[pos : pos + len(piece)] = np.frombuffer(piece, np.uint8)
-                    pos += len(piece)
-                data = z.unconsumed_tail
-            if z.eof:
-                break
-        if pos == total and not z.eof and z.decompress(b"", 1):  # input held by zlib past a full output
-            raise OSError(f"{what} is corrupted: it inflates to more than {total} bytes")
-    except zlib.error as exc:
-        raise OSError(f"{what} is corrupted: {exc}") from exc
-    if pos != target.size or (target.size == total and not z.eof):
-        raise OSError(f"{what} is truncated ({pos} of {total} bytes inflated)")
 
 
 def _unshuffle(chunk: np.ndarray, itemsize: int) -> np.ndarray:

@@ -170,7 +170,7 @@ def read_rows(array: Any, codec: str, start: int, stop: int, indexes: dict[str, 
             out[a - start : b - start] = 0 if fill is None else fill
             continue
         dest = flat[(a - start) * row_bytes : (b - start) * row_bytes]
-        _decode_into(raw, codec, dest, (a - k * step) * row_bytes, step * row_bytes, key)
+        decode_into(raw, codec, dest, (a - k * step) * row_bytes, step * row_bytes, key)
     return out
 
 
@@ -318,7 +318,7 @@ def _read_file(path: str, start: int | None = None, stop: int | None = None) -> 
     return raw[:got]
 
 
-def _decode_into(raw: Any, codec: str, dest: np.ndarray, skip: int, total: int, key: str) -> None:
+def decode_into(raw: Any, codec: str, dest: np.ndarray, skip: int, total: int, key: str) -> None:
     """Decode the bytes ``[skip, skip + len(dest))`` of a stored chunk of ``total`` bytes into ``dest`` (uint8)."""
     if codec == "raw":
         if len(raw) != total:
@@ -409,11 +409,16 @@ def decode_pieces(
 
 
 class _Reader:
-    """Incremental decompression of one stored chunk into caller buffers."""
+    """Incremental decompression of one stored chunk into caller buffers.
+
+    ``raw`` is the compressed chunk, or (zlib and gzip) an iterator over its
+    pieces, read as decompression needs them.
+    """
 
     def __init__(self, raw: Any, codec: str, key: str) -> None:
         self.key, self.codec, self.done = key, codec, 0
-        self.raw = memoryview(raw).cast("B")
+        self.pieces = raw if isinstance(raw, Iterator) else None
+        self.raw = memoryview(b"") if self.pieces is not None else memoryview(raw).cast("B")
         if codec == "zstd":
             import zstandard
 
@@ -461,7 +466,9 @@ class _Reader:
         pos = 0
         while pos < n and not self.zd.eof:
             data: bytes | memoryview = self.zd.unconsumed_tail
-            if not data and self.pos < len(self.raw):
+            if not data and self.pieces is not None:  # compressed bytes read while they are inflated
+                data = next(self.pieces, b"")
+            elif not data and self.pos < len(self.raw):
                 data = self.raw[self.pos : self.pos + ZLIB_INPUT]
                 self.pos += len(data)
             chunk = self.zd.decompress(data, n - pos)  # empty input: output zlib still holds
