@@ -170,12 +170,12 @@ def add_cell_arguments(p: argparse.ArgumentParser) -> None:
                    help="data sets (kept for reruns)")
 
 
-def cell_data(directory: str, layout: str, N: int, dtype: str, mb: float) -> str:
-    """The path of one cell's data set under ``directory`` (one class), written unless it is there."""
+def cell_data(directory: str, layout: str, N: int, dtype: str, mb: float, n_classes: int = 1) -> str:
+    """The path of one cell's data set under ``directory``, written unless it is there."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{layout}-{N}-{dtype}-{mb:g}")
+    path = os.path.join(directory, f"{layout}-{N}-{dtype}-{mb:g}" + (f"-{n_classes}" if n_classes > 1 else ""))
     if not os.path.exists(path):
-        write(path, layout, _rows_for(layout, mb, N, dtype), N, dtype, 1)
+        write(path, layout, _rows_for(layout, mb, N, dtype), N, dtype, n_classes)
     return path
 
 

@@ -4,11 +4,12 @@ Usage::
 
     python scripts/bench_pass_cpu.py zarr-1mb 50 float32 --mb 512
     python scripts/bench_pass_cpu.py zarr-4mb 50 float32 --partition-mb 64 16 8
+    python scripts/bench_pass_cpu.py zarr-400mb 1000 float64 --cells 10x10
 
 Writes the cell's data as ``bench_layouts.py`` does (under --dir, a temporary folder by default, kept for reruns), then in
 one process, round robin for --rounds rounds, measures (a) the read-only pass, (b) the
 statistics of the same rows in memory and (c) the pass, as ``bench_layouts.py`` defines them
-(5 hash folds, one class), each with ``resource.getrusage`` around it.  With
+(5 hash folds and one class, or ``--cells``), each with ``resource.getrusage`` around it.  With
 ``--partition-mb`` the pass (c) runs once per partition size (``partitions.PARTITION_BYTES``)
 in every round, the baselines with the default; it prints c / (a + b) for each.
 """
@@ -48,9 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--partition-mb", type=int, nargs="+", default=None)
     p.add_argument("--scheduler", default="threads", help="scheduler of all three stages (default threads)")
+    p.add_argument("--cells", default="5x1", help="FOLDSxCLASSES, e.g. 10x10 (default 5x1)")
     a = p.parse_args(argv)
-    src = open_source(bench_layouts.cell_data(a.dir, a.layout, a.features, a.dtype, a.mb))
-    spec = PassSpec(FoldScheme("hash", 5), None, 1)
+    folds, n_classes = (int(v) for v in a.cells.split("x"))
+    src = open_source(bench_layouts.cell_data(a.dir, a.layout, a.features, a.dtype, a.mb, n_classes))
+    classes = tuple(float(c) for c in range(n_classes)) if n_classes > 1 else None
+    spec = PassSpec(FoldScheme("hash", folds), classes, 1 if classes is None or n_classes == 2 else n_classes)
     args = argparse.Namespace(scheduler=a.scheduler, window=None, features=src.n_features())
     mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
     default = partitions.PARTITION_BYTES
@@ -78,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.rounds):
         for k, fn in stages.items():
             res[k].append(_run(fn))
-    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, {a.scheduler}, {a.rounds} rounds, load {os.getloadavg()[0]:.2f}")
+    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, cells {a.cells}, {a.scheduler}, {a.rounds} rounds, "
+          f"load {os.getloadavg()[0]:.2f}")
     best = {}
     for k, v in res.items():
         arr = np.array(v)
