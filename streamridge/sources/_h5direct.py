@@ -110,7 +110,8 @@ def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.
         ``fetch(ranges, buffers)`` reads the byte ranges ``[(offset, size), ...]``
         of the file, all in one call: range ``i`` into ``buffers[i]`` (a uint8
         array of ``size`` bytes), or, where that is None, returned as bytes or
-        as an iterable of byte pieces.  Returns what it read, in order.
+        as an iterator over byte pieces (read while they are inflated).
+        Returns what it read, in order.
     where : str
         Names the file in errors.
 
