@@ -159,15 +159,15 @@ def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.
             continue
         chunk = np.empty(chunk_bytes, np.uint8)
         decode_into(data, "zlib", chunk, 0, chunk_bytes, key)
-        target[:] = _unshuffle(chunk, dtype.itemsize)[skip : skip + target.size]
+        if target.size == chunk_bytes:  # a whole chunk: unshuffled straight into the result
+            _unshuffle(chunk, dtype.itemsize, target)
+        else:
+            target[:] = _unshuffle(chunk, dtype.itemsize, np.empty(chunk_bytes, np.uint8))[skip : skip + target.size]
     return out
 
 
-def _unshuffle(chunk: np.ndarray, itemsize: int) -> np.ndarray:
-    """HDF5's shuffle filter undone: ``itemsize`` planes of bytes back to items."""
-    if itemsize == 1:
-        return chunk
+def _unshuffle(chunk: np.ndarray, itemsize: int, out: np.ndarray) -> np.ndarray:
+    """HDF5's shuffle filter undone into ``out``: ``itemsize`` planes of bytes back to items."""
     n = chunk.size // itemsize
-    out = np.empty(chunk.size, np.uint8)
     out.reshape(n, itemsize)[:] = chunk.reshape(itemsize, n).T
     return out
