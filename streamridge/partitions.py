@@ -14,9 +14,10 @@ statistics of the current one run, when both blocks fit ``PREFETCH_BYTES``
 and the reader decodes outside the GIL (zarr).
 A read block that is one stored chunk of several sub-blocks, from a reader
 that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
-one sub-block at a time (:mod:`streamridge.piece_reads`): the task holds the
-compressed chunk and a few sub-blocks, not the decoded chunk, and where a
-core would idle the next pieces decode while the kernel accumulates.
+one sub-block at a time (:mod:`streamridge.piece_reads`) into a few reused
+arrays: the task holds the compressed chunk (a local file's is read as it
+is decoded) and a few sub-blocks, not the decoded chunk, and where a core
+would idle the next pieces decode while the kernel accumulates.
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -202,7 +203,7 @@ def plan_pass(
         plan = dataclasses.replace(plan, share_cells=n_cells)
     if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
         return dataclasses.replace(plan, pieces=False)
-    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _light_ahead(X, plan):
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _ahead_slots(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan
 
@@ -638,40 +639,43 @@ def _streams_pieces(X: Any, plan: Plan) -> bool:
 
 
 def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
-    """Whether decoding in pieces lowers the peak even for incompressible chunks.
+    """Whether decoding in pieces lowers the peak, or decodes ahead for at most ``PREFETCH_BYTES`` more.
 
     In pieces the task holds the compressed chunk (up to a decoded chunk's
-    size), the pieces in flight and the statistics, which fill as the rows
-    come; decoded whole, the compressed and the decoded chunk while decoding,
-    then the decoded chunk beside the statistics.  Pieces pay when the
-    statistics and the pieces in flight are smaller than a decoded chunk:
-    10 x 10 cells at N = 1000 (800 MB of statistics) over 400 MB chunks
-    peaked 44-75 MiB higher in pieces, 5 x 1 cells 250-340 MiB lower.
+    size), the pieces alive and the statistics, which fill as the rows come;
+    decoded whole, the compressed and the decoded chunk while decoding, then
+    the decoded chunk beside the statistics.  Pieces lower the peak when the
+    statistics and the pieces alive are smaller than a decoded chunk: 5 x 1
+    cells over 400 MB chunks peaked 250-340 MiB lower.  Where they are not
+    (10 x 10 cells at N = 1000: 800 MB of statistics beside a 400 MB chunk
+    peaked 44-75 MiB higher in pieces), pieces decoded ahead
+    (:func:`_ahead_slots`) still pay: the chunk's decode overlaps the
+    statistics instead of preceding them, for at most the pieces alive more
+    than a whole decode, which the read-ahead budget bounds.
     """
     lanes = max(1, plan.lanes)
-    rows = _ahead_rows(plan) if _light_ahead(X, plan) else (1 + lanes) * plan.sub_rows
-    return stats_bytes + rows * _row_bytes(X) < X.grid().step * _row_bytes(X)
+    slots = _ahead_slots(X, plan) if getattr(X, "overlap_reads", False) else 0
+    rows = (slots or lanes) * plan.sub_rows
+    return slots > 0 or stats_bytes + rows * _row_bytes(X) < X.grid().step * _row_bytes(X)
 
 
-def _light_ahead(X: Any, plan: Plan) -> bool:
-    """Whether the sub-blocks decoded ahead and in use fit one decoded stored chunk and ``PREFETCH_BYTES``.
+def _ahead_slots(X: Any, plan: Plan) -> int:
+    """Pieces alive at once when decoding ahead (0: no room, decoded in the task's thread).
 
-    Pieces in flight when decoding ahead: the queue, the one decoding, the
-    lanes' sub-blocks in use and the next group being assembled.  Otherwise
-    the pieces are decoded in the task's thread: a 40 MB chunk of 2.6
-    sub-blocks decoded ahead held the compressed chunk and 4 sub-blocks, and
-    with 10 x 10 cells at N = 1000 (51 MB float64 sub-blocks) the 4 pieces
-    ahead (205 MB) beside the compressed chunk raised the peak by 160 MiB.
+    Deep where ``PIECE_DEPTH`` queued pieces, the one decoding and the
+    lanes' pieces in use fit one decoded stored chunk and ``PREFETCH_BYTES``;
+    else lean, one piece ahead of the lanes' (10 x 10 cells at N = 1000:
+    51 MB float64 sub-blocks, 2 alive rather than 5); else none (pieces
+    larger than half the read-ahead budget).
     """
-    in_flight = _ahead_rows(plan)
-    return in_flight <= X.grid().step and in_flight * _row_bytes(X) <= PREFETCH_BYTES
-
-
-def _ahead_rows(plan: Plan) -> int:
-    """Rows of the pieces in flight when decoding ahead: the queue, the one decoding, the lanes' and the next group's."""
     from .piece_reads import PIECE_DEPTH
 
-    return (PIECE_DEPTH + 1 + 2 * max(1, plan.lanes)) * plan.sub_rows
+    lanes = max(1, plan.lanes)
+    for slots in (PIECE_DEPTH + 1 + lanes, lanes + 1):
+        rows = slots * plan.sub_rows
+        if rows <= X.grid().step and rows * _row_bytes(X) <= PREFETCH_BYTES:
+            return slots
+    return 0
 
 
 def _row_bytes(X: Any) -> int:
@@ -689,17 +693,17 @@ def _piece_groups(
     """
     from .piece_reads import piece_stream
 
-    lanes = max(1, plan.lanes)
-    group: list[tuple[Any, ...]] = []
     ranges = block_ranges(X, start, stop, plan.read_rows)
-    ahead = plan.prefetch and _light_ahead(X, plan)
+    slots = _ahead_slots(X, plan) if plan.prefetch else 0
+
     def ones(s: int, e: int, b: int) -> list[Any]:  # read with the piece (on the decode thread when ahead)
         return [None if c is None else c.take(s, e, b) for c in cursors.values()]
 
-    for _a, b, s, piece, (y, g, w) in piece_stream(X, ranges, plan.sub_rows, ahead=ahead, side=ones):
-        e = s + piece.shape[0]
-        group.append((piece, y, g, w, row_start + (s - start)))
-        del piece
-        if len(group) == lanes or e == b:
-            yield group
-            group = []
+    stream = piece_stream(
+        X, ranges, plan.sub_rows, ahead=slots > 0, slots=slots or None, group=max(1, plan.lanes), side=ones
+    )
+    for group in stream:
+        out = [(piece, y, g, w, row_start + (s - start)) for _a, _b, s, piece, (y, g, w) in group]
+        del group
+        yield out
+        del out  # the pieces' arrays are reused once the next group is asked for

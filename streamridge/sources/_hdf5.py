@@ -13,6 +13,7 @@ from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
 from ._h5direct import chunk_table, direct_layout, read_rows
 from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
+from ._zstream import file_pieces
 
 
 def _open_file(location: str, storage_options: dict[str, Any] | None) -> h5py.File:
@@ -149,7 +150,7 @@ def fetch_file(path: str, ranges: list[tuple[int, int]], buffers: list[np.ndarra
     with open(path, "rb", buffering=0) as fh:
         for (offset, size), buffer in zip(ranges, buffers):
             if buffer is None and size > STREAM_BYTES:
-                out.append(_file_pieces(path, offset, size))
+                out.append(file_pieces(path, offset, size))
                 continue
             fh.seek(offset)
             target = memoryview(bytearray(size)) if buffer is None else buffer.data.cast("B")
@@ -164,18 +165,6 @@ def fetch_file(path: str, ranges: list[tuple[int, int]], buffers: list[np.ndarra
 
 
 STREAM_BYTES = 16 * 2**20  # compressed chunks larger than this are read in pieces while they are inflated
-_PIECE = 4 * 2**20
-
-
-def _file_pieces(path: str, offset: int, size: int) -> Any:
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        while size > 0:
-            data = fh.read(min(_PIECE, size))
-            if not data:
-                raise OSError(f"{path} ends inside the chunk at {offset}: it is truncated")
-            size -= len(data)
-            yield data
 
 
 def _read_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:

@@ -126,11 +126,12 @@ class ArrayReader:
         """Rows ``start .. stop - 1`` as a NumPy array (one read; each stored chunk decoded once)."""
         return self[start:stop]
 
-    def pieces(self, start: int, stop: int, piece_rows: int) -> Any:
+    def pieces(self, start: int, stop: int, piece_rows: int, alloc: Any = None) -> Any:
         """Rows ``start .. stop - 1`` decoded in pieces of ``piece_rows`` rows, or None (then use :meth:`read`).
 
         Backends that can decode one large stored chunk incrementally return an
-        iterator of arrays (see :meth:`streamridge.sources._zarr.ZarrReader.pieces`).
+        iterator of arrays (see :meth:`streamridge.sources._zarr.ZarrReader.pieces`),
+        each decoded into ``alloc(n)`` where given.
         """
         return None
 

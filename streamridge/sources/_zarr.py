@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from ..errors import SourceError
 from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import remote_errors
-from ._zstream import decode_pieces, direct_codec, fetch_chunk, read_rows, stream_codec
+from ._zstream import decode_pieces, direct_codec, read_rows, stream_chunk, stream_codec
 
 
 class ZarrReader(ArrayReader):
@@ -95,26 +95,31 @@ class ZarrReader(ArrayReader):
         state["_indexes"] = {}
         return state
 
-    def pieces(self, start: int, stop: int, piece_rows: int) -> Iterator[np.ndarray] | None:
+    def pieces(
+        self, start: int, stop: int, piece_rows: int, alloc: Callable[[int], np.ndarray] | None = None
+    ) -> Iterator[np.ndarray] | None:
         """Rows ``start .. stop - 1`` of exactly one stored chunk as arrays of ``piece_rows`` rows (the last shorter).
 
-        The compressed chunk is fetched now and decoded piece by piece as the
+        The compressed chunk is fetched now (a local file is opened and read
+        in pieces as it is decoded) and decoded piece by piece as the
         iterator is consumed (see :mod:`._zstream`): memory is the compressed
-        chunk and one piece, not the decoded chunk.  None when the rows are
-        not one whole stored chunk, its codecs cannot be decoded in pieces, or
-        it is not stored (the caller then uses :meth:`read`).
+        chunk (a local file's: a few MB) and one piece, not the decoded
+        chunk.  ``alloc(n)`` gives the array a piece of ``n`` rows is decoded
+        into (None: a new one per piece).  None when the rows are not one
+        whole stored chunk, its codecs cannot be decoded in pieces, or it is
+        not stored (the caller then uses :meth:`read`).
         """
         k = self._whole_chunk(start, stop)
         codec = None if k is None else self.stream_codec()
         if k is None or codec is None:
             return None
-        fetched = fetch_chunk(self.handle(), k)
+        fetched = stream_chunk(self.handle(), k)
         if fetched is None:
             return None
         key, raw = fetched
         sizes = [min(piece_rows, stop - s) for s in range(start, stop, piece_rows)]
         chunk_rows = int(self.array.chunks[0])
-        return decode_pieces(raw, codec, self.dtype, self.shape[1:], chunk_rows, sizes, key)
+        return decode_pieces(raw, codec, self.dtype, self.shape[1:], chunk_rows, sizes, key, alloc)
 
     def stream_codec(self) -> str | None:
         """The codec whole stored chunks are decoded in pieces with (None: zarr's own read), see :meth:`pieces`."""

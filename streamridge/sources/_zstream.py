@@ -1,11 +1,12 @@
 """Whole stored zarr chunks decoded in pieces of whole rows (zstd, zlib and gzip chains).
 
 A stored chunk larger than a kernel sub-block need not be decoded whole before
-its statistics start: its compressed bytes are fetched once and decompressed
-incrementally, one piece of rows at a time, into a fresh NumPy array per
-piece (zstd: ``zstandard``'s stream reader decompresses straight into the
-array, releasing the GIL; zlib/gzip: the standard library's ``decompressobj``).
-Memory: the compressed chunk and the pieces in flight, not the decoded chunk.
+its statistics start: its compressed bytes are fetched once (a local file's
+read in pieces as they are decoded) and decompressed incrementally, one piece
+of rows at a time, into the caller's arrays (zstd: ``zstandard``'s stream
+reader decompresses straight into the array, releasing the GIL; zlib/gzip:
+the standard library's ``decompressobj``).  Memory: the compressed chunk
+(a few MB for a local file) and the pieces in flight, not the decoded chunk.
 
 Only chains that are a plain byte stream of C-ordered rows qualify: zarr v3
 ``bytes`` (host byte order) + ``zstd`` or ``gzip``; zarr v2 without filters,
@@ -26,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -365,6 +366,45 @@ def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
     return None if raw is None else (key, raw)
 
 
+def stream_chunk(array: Any, k: int) -> tuple[str, Any] | None:
+    """:func:`fetch_chunk`, but a ``LocalStore`` chunk's bytes come as pieces of its file, read as it is decoded.
+
+    A 400 MB chunk decoded in pieces then never holds its compressed bytes
+    (400 MB more of fresh pages beside the statistics), only one piece.
+    """
+    base = _local_base(array)
+    if base is None:
+        return fetch_chunk(array, k)
+    key = array._async_array.metadata.encode_chunk_key((k,) + (0,) * (len(array.shape) - 1))
+    path = os.path.join(base, *key.split("/"))
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return None
+    return key, file_pieces(path, 0, size)
+
+
+FILE_PIECE = 4 * 2**20  # bytes of a file read at a time while its compressed bytes are decoded
+
+
+def file_pieces(path: str, offset: int, size: int) -> Iterator[bytes]:
+    """The ``size`` bytes of a file from ``offset``, in pieces of ``FILE_PIECE`` bytes, read as they are asked for.
+
+    Raises
+    ------
+    OSError
+        The file ends first (it is truncated).
+    """
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while size > 0:
+            data = fh.read(min(FILE_PIECE, size))
+            if not data:
+                raise OSError(f"{path} ends inside the chunk at {offset}: it is truncated")
+            size -= len(data)
+            yield data
+
+
 def decode_pieces(
     raw: Any,
     codec: str,
@@ -373,6 +413,7 @@ def decode_pieces(
     chunk_rows: int,
     sizes: list[int],
     key: str,
+    alloc: Callable[[int], np.ndarray] | None = None,
 ) -> Iterator[np.ndarray]:
     """Yield the rows of one stored chunk as arrays of ``sizes[0], sizes[1], ...`` rows.
 
@@ -394,13 +435,18 @@ def decode_pieces(
         Rows of each piece, in order.
     key : str
         The chunk's key, for messages.
+    alloc : callable or None
+        ``alloc(n)`` gives the C-contiguous array of ``n`` rows a piece is
+        decoded into (e.g. reused buffers, :class:`streamridge.piece_reads.PieceBuffers`);
+        None allocates a new array per piece.
     """
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     reader = _Reader(raw, codec, key)
     for n in sizes:
-        piece = np.empty((n, *row_shape), dtype=dtype)
+        piece = np.empty((n, *row_shape), dtype=dtype) if alloc is None else alloc(n)
         reader.fill(piece.reshape(-1).view(np.uint8), n * row_bytes, chunk_rows * row_bytes)
         yield piece
+        del piece  # not held while the next piece's array is taken
     rest = (chunk_rows - sum(sizes)) * row_bytes
     scratch = np.empty(min(rest, 4 * 2**20), dtype=np.uint8)
     for n in _spans(rest, len(scratch)):
@@ -408,11 +454,29 @@ def decode_pieces(
     reader.check_end(chunk_rows * row_bytes)
 
 
+class _PieceFile:
+    """A file-like ``read`` over an iterator of byte pieces (for zstandard's stream reader), without copies."""
+
+    def __init__(self, pieces: Iterator[Any]) -> None:
+        self.pieces, self.view, self.pos = pieces, memoryview(b""), 0
+
+    def read(self, n: int = -1) -> Any:
+        while self.pos >= len(self.view):
+            nxt = next(self.pieces, None)
+            if nxt is None:
+                return b""
+            self.view, self.pos = memoryview(nxt).cast("B"), 0
+        end = len(self.view) if n < 0 else self.pos + n
+        out = self.view[self.pos : end]
+        self.pos += len(out)
+        return out
+
+
 class _Reader:
     """Incremental decompression of one stored chunk into caller buffers.
 
-    ``raw`` is the compressed chunk, or (zlib and gzip) an iterator over its
-    pieces, read as decompression needs them.
+    ``raw`` is the compressed chunk, or an iterator over its pieces (e.g.
+    :func:`file_pieces`), read as decompression needs them.
     """
 
     def __init__(self, raw: Any, codec: str, key: str) -> None:
@@ -423,7 +487,8 @@ class _Reader:
             import zstandard
 
             self.errors: tuple[type[Exception], ...] = (zstandard.ZstdError,)
-            self.zs = zstandard.ZstdDecompressor().stream_reader(self.raw, read_across_frames=True)
+            source: Any = self.raw if self.pieces is None else _PieceFile(self.pieces)
+            self.zs = zstandard.ZstdDecompressor().stream_reader(source, read_size=2**20, read_across_frames=True)
         else:
             self.errors = (zlib.error,)
             self.zd = zlib.decompressobj(ZLIB_WBITS[codec])
