@@ -5,13 +5,15 @@ Usage::
     python scripts/bench_pass_cpu.py zarr-1mb 50 float32 --mb 512
     python scripts/bench_pass_cpu.py zarr-4mb 50 float32 --partition-mb 64 16 8
     python scripts/bench_pass_cpu.py zarr-400mb 1000 float64 --cells 10x10
+    perf record -g python scripts/bench_pass_cpu.py zarr-1mb 50 float32 --stages c --rounds 30
 
 Writes the cell's data as ``bench_layouts.py`` does (under --dir, a temporary folder by default, kept for reruns), then in
 one process, round robin for --rounds rounds, measures (a) the read-only pass, (b) the
 statistics of the same rows in memory and (c) the pass, as ``bench_layouts.py`` defines them
 (5 hash folds and one class, or ``--cells``), each with ``resource.getrusage`` around it.  With
 ``--partition-mb`` the pass (c) runs once per partition size (``partitions.PARTITION_BYTES``)
-in every round, the baselines with the default; it prints c / (a + b) for each.
+in every round, the baselines with the default; it prints c / (a + b) for each.  ``--stages``
+runs only some of the stages (e.g. ``c`` alone, or ``ab``, under ``perf record``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partition-mb", type=int, nargs="+", default=None)
     p.add_argument("--scheduler", default="threads", help="scheduler of all three stages (default threads)")
     p.add_argument("--cells", default="5x1", help="FOLDSxCLASSES, e.g. 10x10 (default 5x1)")
+    p.add_argument("--stages", default="abc", help="stages to run, of a, b and c (default all)")
     a = p.parse_args(argv)
     folds, n_classes = (int(v) for v in a.cells.split("x"))
     src = open_source(bench_layouts.cell_data(a.dir, a.layout, a.features, a.dtype, a.mb, n_classes))
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "b": lambda: accumulate(mem, spec, scheduler=a.scheduler),
     }
     stages.update({f"c{s >> 20}": pass_with(s) for s in sizes})
+    stages = {k: fn for k, fn in stages.items() if k[0] in a.stages}
     for fn in stages.values():  # warm-up
         fn()
     res: dict[str, list[tuple[float, float, float, int]]] = {k: [] for k in stages}
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:30s} best wall {arr[i, 0]:.3f} s  user {arr[i, 1]:.3f} s  sys {arr[i, 2]:.3f} s  "
               f"minflt {int(arr[i, 3])}   median wall {np.median(arr[:, 0]):.3f} s")
     for k in stages:
-        if k.startswith("c"):
+        if k.startswith("c") and "a" in best and "b" in best:
             print(f"  c / (a + b), partitions of {k[1:]} MB: {best[k] / (best['a'] + best['b']):.2f}")
     return 0
 

@@ -547,7 +547,7 @@ def test_local_chunks_in_pieces_are_read_from_their_files_once_as_they_decode(
 
     monkeypatch.setattr(_zstream, "file_pieces", counted)
     monkeypatch.setattr(_zstream, "FILE_PIECE", 4096)
-    path, data = _stores(tmp_path, "float64")
+    path, _ = _stores(tmp_path, "float64")
     readers, _ = open_source(path, groups="groups", sample_weight="sample_weight").pass_readers()
     plan = Plan(0, 10_007, 10_007, None, 4000, 700, True, 1)
     kernel = StatsKernel(PassSpec(FoldScheme("group", 3), None, 2), 7)
