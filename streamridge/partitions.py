@@ -642,7 +642,7 @@ def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
     """Whether decoding in pieces lowers the peak, or decodes ahead for at most ``PREFETCH_BYTES`` more.
 
     In pieces the task holds the compressed chunk (up to a decoded chunk's
-    size), the pieces alive and the statistics, which fill as the rows come;
+    size; of a local file, one piece of it), the pieces alive and the statistics, which fill as the rows come;
     decoded whole, the compressed and the decoded chunk while decoding, then
     the decoded chunk beside the statistics.  Pieces lower the peak when the
     statistics and the pieces alive are smaller than a decoded chunk: 5 x 1

@@ -29,6 +29,21 @@ PIECE_DEPTH = 2  # decoded pieces waiting in the queue (beside the one being dec
 _END = object()
 
 
+def _free_refs() -> int:
+    """``sys.getrefcount`` of an array held only by a list, seen from a loop over that list.
+
+    Measured, not assumed: interpreters count borrowed references
+    differently, and a count too high would overwrite a piece still in use.
+    """
+    pool = [np.empty(0)]
+    for buf in pool:
+        return sys.getrefcount(buf)
+    raise AssertionError  # pragma: no cover
+
+
+_FREE_REFS = _free_refs()
+
+
 class _Closed(Exception):
     """The consumer has gone: the decode thread stops."""
 
@@ -81,7 +96,7 @@ class PieceBuffers:
                 if self._closing is not None and self._closing.is_set():
                     raise _Closed
         for buf in self._pool:
-            if sys.getrefcount(buf) <= 3:  # the pool's list, this loop and getrefcount's argument
+            if sys.getrefcount(buf) <= _FREE_REFS:  # only the pool's list and this loop: no piece, no view
                 return buf[:n]
         buf = np.empty((self.rows, *self.row_shape), dtype=self.dtype)
         self.allocated += 1
