@@ -205,6 +205,12 @@ def _stores(tmp_path: Path, dtype: str) -> tuple[str, dict[str, np.ndarray]]:
 FIELDS = ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 
 
+def _assert_same(got: Any, ref: Any) -> None:
+    """Bit-identical statistics, field by field."""
+    for name in FIELDS:
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("sub_rows", [100, 333, 1000, 3999])
@@ -232,8 +238,7 @@ def test_statistics_bit_identical_to_whole_chunk_reads(
         ZarrReader.pieces = real  # type: ignore[method-assign]
     old = run_partition(readers, 0, M, dataclasses.replace(plan, pieces=False), kernel, 0)
     assert calls == [0, 4000, 8000]  # every block decoded in pieces
-    for name in FIELDS:
-        assert np.array_equal(getattr(new, name), getattr(old, name)), name
+    _assert_same(new, old)
 
 
 def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
@@ -270,8 +275,7 @@ def test_pass_in_pieces_reads_each_chunk_once_and_equals_in_memory(
             memory_budget=2**16,
         )
     assert len(decoded) == 3
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name  # threads and sync: same bits
+    _assert_same(got, ref)  # threads and sync: same bits
     mem = accumulate(
         open_source(data["X"], y=data["y"], groups=data["groups"], sample_weight=data["sample_weight"]), spec
     )
@@ -399,8 +403,7 @@ def test_pieces_decode_ahead_only_when_the_pieces_alive_fit_a_chunk(
     got = run_partition(readers, 0, 10_007, plan, kernel, 0)
     ref = run_partition(readers, 0, 10_007, dataclasses.replace(plan, pieces=False), kernel, 0)
     assert seen == [(slots > 0, slots or None)]
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    _assert_same(got, ref)
 
 
 def test_pieces_decoded_ahead_read_the_1d_arrays_on_the_decode_thread(
@@ -427,8 +430,7 @@ def test_pieces_decoded_ahead_read_the_1d_arrays_on_the_decode_thread(
     names.clear()
     ref = run_partition(readers, 0, 10_007, dataclasses.replace(plan, prefetch=False), kernel, 0)
     assert threading.current_thread().name in set(names)
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    _assert_same(got, ref)
 
 
 def _heavy_cell(sub_rows: int, lanes: int = 1, overlap: bool = True) -> tuple[Any, Plan]:
@@ -493,8 +495,7 @@ def test_plan_of_a_heavy_cell_decodes_its_chunk_ahead_in_pieces(tmp_path: Path) 
     kernel = StatsKernel(PassSpec(FoldScheme("hash", 10), None, 1), N)
     got = run_partition(readers, 0, rows, plan, kernel, 0)
     ref = run_partition(readers, 0, rows, whole, kernel, 0)
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    _assert_same(got, ref)
 
 
 @pytest.mark.parametrize(
@@ -525,8 +526,7 @@ def test_a_pass_in_pieces_reuses_the_arrays_of_its_pieces(
     ref = run_partition(readers, 0, 10_007, dataclasses.replace(plan, pieces=False), kernel, 0)
     (pool,) = pools
     assert 1 <= pool.allocated <= alive
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    _assert_same(got, ref)
 
 
 def test_local_chunks_in_pieces_are_read_from_their_files_once_as_they_decode(
@@ -556,5 +556,4 @@ def test_local_chunks_in_pieces_are_read_from_their_files_once_as_they_decode(
     assert sorted(opened) == [os.path.join("d.zarr", "X", "c", str(k), "0") for k in range(3)]
     sizes = [(tmp_path / p).stat().st_size for p in sorted(opened)]
     assert sum(pieces_read) == sum(sizes) and max(pieces_read) == 4096  # every byte once, 4 KB at a time
-    for name in FIELDS:
-        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    _assert_same(got, ref)
