@@ -185,9 +185,18 @@ def _local_files(array: Any, ks: range) -> list[tuple[str, Any]] | None:
     base = _local_base(array)
     if base is None:
         return None
-    zeros = (0,) * (len(array.shape) - 1)
-    keys = [array._async_array.metadata.encode_chunk_key((k, *zeros)) for k in ks]
-    return [(key, _read_file(os.path.join(base, *key.split("/")))) for key in keys]
+    keys = [_row_chunk_key(array, k) for k in ks]
+    return [(key, _read_file(_key_path(base, key))) for key in keys]
+
+
+def _row_chunk_key(array: Any, k: int) -> str:
+    """The store key of stored chunk (or shard) ``k`` along the rows of an array chunked along its rows only."""
+    return str(array._async_array.metadata.encode_chunk_key((k,) + (0,) * (len(array.shape) - 1)))
+
+
+def _key_path(base: str, key: str) -> str:
+    """The file of store key ``key`` under a ``LocalStore`` array's folder ``base``."""
+    return os.path.join(base, *key.split("/"))
 
 
 def _whole_chunks(array: Any, ks: range) -> list[tuple[str, Any]]:
@@ -205,8 +214,7 @@ async def _fetch(array: Any, ks: range) -> list[tuple[str, Any]]:
     from zarr.core.buffer import default_buffer_prototype
 
     aa = array._async_array
-    zeros = (0,) * (len(array.shape) - 1)
-    keys = [aa.metadata.encode_chunk_key((k, *zeros)) for k in ks]
+    keys = [_row_chunk_key(array, k) for k in ks]
     proto = default_buffer_prototype()
     raws = await asyncio.gather(*((aa.store_path / key).get(prototype=proto) for key in keys))
     return [(key, None if raw is None else raw.as_numpy_array()) for key, raw in zip(keys, raws)]
@@ -237,7 +245,7 @@ def _fetch_sharded(array: Any, ks: range, kept: dict[str, Any] | None = None) ->
     by_shard: dict[int, list[int]] = {}
     for k in ks:
         by_shard.setdefault(k * step // shard_rows, []).append(k)
-    keys = {s: aa.metadata.encode_chunk_key((s, *zeros)) for s in by_shard}
+    keys = {s: _row_chunk_key(array, s) for s in by_shard}
 
     async def index(s: int) -> Any:
         if kept is not None and keys[s] in kept:
@@ -269,7 +277,7 @@ def _fetch_sharded(array: Any, ks: range, kept: dict[str, Any] | None = None) ->
             ranges.append((s, lo, hi))
     base = _local_base(array)
     if base is not None:
-        got = [_read_file(os.path.join(base, *keys[s].split("/")), a, b) for s, a, b in ranges]
+        got = [_read_file(_key_path(base, keys[s]), a, b) for s, a, b in ranges]
     else:
         proto = default_buffer_prototype()
 
@@ -375,8 +383,8 @@ def stream_chunk(array: Any, k: int) -> tuple[str, Any] | None:
     base = _local_base(array)
     if base is None:
         return fetch_chunk(array, k)
-    key = array._async_array.metadata.encode_chunk_key((k,) + (0,) * (len(array.shape) - 1))
-    path = os.path.join(base, *key.split("/"))
+    key = _row_chunk_key(array, k)
+    path = _key_path(base, key)
     try:
         size = os.path.getsize(path)
     except FileNotFoundError:
