@@ -44,20 +44,6 @@ _NOT_WITH_SPLITS = (
 )
 
 
-def _distinct(a: Any) -> np.ndarray:
-    """Sorted distinct values of a 1-D dask array, reduced chunk by chunk (never the whole column in memory).
-
-    Runs on the local threaded scheduler: one column is cheap to read, and
-    starting a cluster for it would cost more than the read.
-    """
-    import dask.array as da
-    from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
-
-    if not hasattr(a, "dask"):
-        return np.unique(np.asarray(a))
-    return np.unique(np.asarray(da.unique(a.reshape(-1)).compute(scheduler=threads)))
-
-
 def _features_json(fmap: Any) -> dict[str, Any]:
     from .features import to_json
 
@@ -306,12 +292,12 @@ class _StreamRidgeBase:
         if _is_lazy(X):
             src = open_source(X, y=y if y is not None else "y", groups=groups, sample_weight=sample_weight, chunk_rows=self.chunk_rows)
             if reset:
-                self.n_features_in_ = int(src.X.shape[1])
+                self.n_features_in_ = src.n_features()
                 if src.feature_names:
                     self.feature_names_ = np.asarray(src.feature_names, dtype=object)
-            elif int(src.X.shape[1]) != self.n_features_in_:
+            elif src.n_features() != self.n_features_in_:
                 raise InputError(
-                    f"X has {src.X.shape[1]} features, but {self._model_name} is expecting "
+                    f"X has {src.n_features()} features, but {self._model_name} is expecting "
                     f"{self.n_features_in_} features as input"
                 )
             return src
@@ -361,9 +347,9 @@ class _StreamRidgeBase:
         return self._rule_scheme(src, partial=partial, batch=partial or shard), None
 
     def _rule_scheme(self, src: Any, *, partial: bool, batch: bool) -> FoldScheme:
-        n = int(src.X.shape[0])
+        n = src.n_rows()
         cv = self.cv
-        has_groups = src.groups is not None
+        has_groups = src.shape("groups") is not None
         if cv == "blocks" and partial:
             raise ParameterError("cv='blocks' needs the row count up front; partial_fit takes cv=K")
         K = self.n_blocks if cv == "blocks" else (None if cv == "groups" else int(cv))
@@ -373,13 +359,13 @@ class _StreamRidgeBase:
         if cv == "groups":
             if not has_groups:
                 raise ParameterError("cv='groups' needs groups (one id per row)")
-            gv = _distinct(src.groups)
+            gv = src.distinct("groups")
         scheme = make_scheme(
             cv, seed=int(self.random_state or 0), has_groups=has_groups, n_rows=n, group_values=gv,
             n_blocks=self.n_blocks, min_groups=1 if batch else 2,
         )
         if scheme.kind == "group" and not batch:
-            n_groups = len(_distinct(src.groups))
+            n_groups = len(src.distinct("groups"))
             if n_groups < scheme.n_folds:
                 raise FoldError(f"got {n_groups} distinct groups but cv={cv} needs at least {scheme.n_folds}; use fewer folds")
         return scheme
@@ -388,10 +374,10 @@ class _StreamRidgeBase:
         if not self._classifier:
             return None
         if classes is None:
-            y = src.y
-            if y.ndim == 2 and y.shape[1] != 1:
-                raise InputError(f"a classifier needs 1-D class labels y; got y of shape {tuple(y.shape)}")
-            labels = _distinct(y)
+            shape = src.shape("y")
+            if len(shape) == 2 and shape[1] != 1:
+                raise InputError(f"a classifier needs 1-D class labels y; got y of shape {shape}")
+            labels = src.distinct("y")
             _check_distinct_labels(labels)
         else:
             labels = np.unique(np.asarray(classes))
@@ -475,7 +461,7 @@ class _StreamRidgeBase:
         self._check_params()
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
-        if src.y is None:
+        if src.shape("y") is None:
             raise InputError("no target y was given or found in the data source; pass y")
         if first:
             if self._classifier and not _is_lazy(X):
@@ -489,12 +475,12 @@ class _StreamRidgeBase:
             if fold_ids is not None:
                 src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
             n_targets = self._n_targets(src, labels)
-            n_model = int(src.X.shape[1]) if features is None else int(features.n_features_out_)
+            n_model = src.n_features() if features is None else int(features.n_features_out_)
             check_stats_memory(
-                scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.X.chunks[0])
+                scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.row_chunks())
             )
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
-            self._y_1d = (src.y.ndim == 1) if labels is None else True
+            self._y_1d = (len(src.shape("y")) == 1) if labels is None else True
             offset = 0
         else:
             if self._spec.scheme.kind == "splits":
@@ -504,14 +490,14 @@ class _StreamRidgeBase:
                 )
             if self._classifier and classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self._labels):
                 raise ParameterError(f"classes changed between partial_fit calls: {self._labels.tolist()} vs {np.unique(classes).tolist()}")
-            if not self._classifier and (src.y.ndim == 1) != self._y_1d:
+            if not self._classifier and (len(src.shape("y")) == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
             if self._spec.scheme.kind == "logo":  # this batch's series are its folds; merged by group id
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=True, batch=True))
             if self._spec.features is not None and self._spec.features.stateful:
                 self._spec = dataclasses.replace(self._spec, features_state=getattr(self, "_features_state", None))
-        n = int(src.X.shape[0])
+        n = src.n_rows()
         if rows is not None:
             start, stop = int(rows[0]), min(int(rows[1]), n)
             if not 0 <= start < stop:
@@ -527,7 +513,7 @@ class _StreamRidgeBase:
         if not partial:
             self._pass_source = (src, offset)  # for the metric pass (scoring=); dropped after the fit
         meta = self._meta(src)
-        meta["row_ranges"] = [[offset, offset + int(src.X.shape[0])]]
+        meta["row_ranges"] = [[offset, offset + src.n_rows()]]
         with warnings.catch_warnings():
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
@@ -543,7 +529,8 @@ class _StreamRidgeBase:
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
             return 1 if len(labels) == 2 else len(labels)
-        return 1 if src.y.ndim == 1 else int(src.y.shape[1])
+        shape = src.shape("y")
+        return 1 if len(shape) == 1 else int(shape[1])
 
     def _meta(self, src: Any) -> dict[str, Any]:
         """Metadata of the pass's statistics (with a feature map: the fitted map, so a model fitted from them has it)."""
@@ -551,7 +538,7 @@ class _StreamRidgeBase:
         return {
             "scheme": spec.scheme.to_dict(),
             "classes": None if spec.classes is None else [_plain(c) for c in self._labels],
-            "n_features": int(src.X.shape[1]) if spec.features is None else spec.features.n_features_out_,
+            "n_features": src.n_features() if spec.features is None else spec.features.n_features_out_,
             "n_targets": spec.n_targets,
             "task": "classification" if self._classifier else "regression",
             "feature_names": (list(src.feature_names) if getattr(src, "feature_names", None) else None)

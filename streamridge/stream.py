@@ -353,14 +353,14 @@ def accumulate(
     from .scheduling import describe, open_scheduler
 
     readers, lo = _readers_of(source)
-    hi = lo + int(source.X.shape[0])
+    hi = lo + _x_shape(source)[0]
     N = _width(source, spec)
     kernel = kernel or _default_kernel(spec, N)
     plan = plan_pass(
         readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes, stats_bytes=_stats_bytes(spec, N),
         memory_budget=memory_budget or default_memory_budget(), partition_rows=getattr(source, "partition_rows", None),
     )
-    if N > int(source.X.shape[1]):  # a feature map widens the rows: sub-blocks sized by the mapped width
+    if N > _x_shape(source)[1]:  # a feature map widens the rows: sub-blocks sized by the mapped width
         from .partitions import SUB_BLOCK_BYTES
 
         plan = dataclasses.replace(plan, sub_rows=max(1, min(plan.sub_rows, SUB_BLOCK_BYTES // (8 * N))))
@@ -420,7 +420,7 @@ def accumulate(
 
 def _width(source: Any, spec: PassSpec) -> int:
     """Features per row of the statistics: X's columns, or a (stateless) map's outputs."""
-    n_in = int(source.X.shape[1])
+    n_in = _x_shape(source)[1]
     if spec.features is None:
         return n_in
     spec.features.check_width(n_in)
@@ -438,6 +438,13 @@ def _default_kernel(spec: PassSpec, n_features: int) -> Any:
 def _final_stack(total: Any) -> list[tuple[int, Any]]:
     """A completed pass is checkpointed as one partial (a resume of it merges nothing)."""
     return [] if total is None else [(-1, total)]
+
+
+def _x_shape(source: Any) -> tuple[int, int]:
+    """Rows and columns of X; a :class:`~streamridge.sources.Source` tells them without building its dask view."""
+    if hasattr(source, "n_rows") and hasattr(source, "n_features"):
+        return int(source.n_rows()), int(source.n_features())
+    return int(source.X.shape[0]), int(source.X.shape[1])
 
 
 def _readers_of(source: Any) -> tuple[dict[str, Any], int]:

@@ -216,6 +216,64 @@ class SourceTests:
         np.testing.assert_array_equal(again.X.compute(), d["X"])
 
 
+    # --- views built only when asked for: shapes, chunks, row selections and distinct values without them ---
+
+    def test_shapes_and_chunks_without_dask_views(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        d = _data(rng, n_targets=2)
+        source = self.open(tmp_path, d, chunk_rows=45)
+        assert source.shape("X") == d["X"].shape and source.shape("y") == d["y"].shape
+        assert source.shape("groups") == (N_ROWS,) and source.shape("sample_weight") == (N_ROWS,)
+        chunks = source.row_chunks()
+        assert source.n_rows() == N_ROWS and source.n_features() == N_FEATURES
+        assert _unbuilt(source) == set(ROLES)
+        assert source.X.chunks[0] == chunks and source.X is source.X  # built once, then kept
+        assert _unbuilt(source) == {"y", "groups", "sample_weight"}
+        readers, _ = source.pass_readers()  # a built view that was not replaced is still read by its reader
+        assert readers == {role: source.readers[role] for role in ROLES}  # type: ignore[index]
+        assert open_source(d["X"], y=None, require_y=False).shape("y") is None
+
+    @pytest.mark.parametrize("rows", [(0, N_ROWS), (17, 163), (40, 41), (NATIVE, 3 * NATIVE)])
+    def test_row_selections_and_rechunks_equal_the_views(
+        self, tmp_path: Path, rng: np.random.Generator, rows: tuple[int, int]
+    ) -> None:
+        d = _data(rng)
+        a, b = rows
+        source = self.open(tmp_path, d, chunk_rows=45)
+        part = source.select_rows(a, b)
+        assert _unbuilt(part) == set(ROLES)
+        assert part.shape("X") == (b - a, N_FEATURES) and part.n_rows() == b - a
+        assert part.row_chunks() == self.open(tmp_path, d, chunk_rows=45).X[a:b].chunks[0]
+        assert part.pass_readers()[1] == a
+        np.testing.assert_array_equal(part.X.compute(), d["X"][a:b])
+        np.testing.assert_array_equal(part.groups.compute(), d["groups"][a:b])  # type: ignore[union-attr]
+        again = open_source(source, chunk_rows=100)  # rechunked before any view is built
+        assert _unbuilt(again) == set(ROLES) and again.row_chunks() == (100, 100, 30)
+        assert again.sample_weight.chunks[0] == (100, 100, 30)  # type: ignore[union-attr]
+        np.testing.assert_array_equal(again.X.compute(), d["X"])
+
+    def test_distinct_values_through_readers_and_views(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        import dataclasses
+
+        d = _data(rng)
+        d["groups"] = (np.arange(N_ROWS) * 7919) % 61  # many values, in no order
+        source = self.open(tmp_path, d, chunk_rows=45)
+        np.testing.assert_array_equal(source.distinct("groups"), np.unique(d["groups"]))
+        assert _unbuilt(source) == set(ROLES)  # read through the reader
+        np.testing.assert_array_equal(source.select_rows(17, 163).distinct("groups"), np.unique(d["groups"][17:163]))
+        assert source.groups is not None  # built: the reader is still read
+        np.testing.assert_array_equal(source.distinct("groups"), np.unique(d["groups"]))
+        other = da.from_array(d["groups"] % 5, chunks=45)
+        replaced = dataclasses.replace(source, groups=other)  # a replaced view is what counts
+        np.testing.assert_array_equal(replaced.distinct("groups"), np.arange(5))
+        with pytest.raises(ValueError, match="no y"):
+            open_source(d["X"], y=None, require_y=False).distinct("y")
+
+
+def _unbuilt(source: Source) -> set[str]:
+    """Roles whose dask view was not built yet."""
+    return {role for role in ROLES if type(source.__dict__.get(role)).__name__ == "_Lazy"}
+
+
 class TestZarrV3(SourceTests):
     native_rows = NATIVE
     has_attrs = True

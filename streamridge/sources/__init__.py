@@ -8,13 +8,17 @@ or an open ``zarr.Group``), an HDF5 file (or an open ``h5py.File``/``Group``), a
 :mod:`._protocol`: shape and dtype, the stored chunk grid along the rows, a read
 of a row range, a fingerprint of the stored bytes.  The pass reads through the
 readers (:mod:`streamridge.partitions`); every array is also exposed as a dask
-array with shared row chunks (``Source.X`` ...) for prediction and user code.
+array with shared row chunks (``Source.X`` ...) for prediction and user code,
+built on first access: a fit that only needs shapes, chunks and distinct
+values (``Source.shape``, ``row_chunks``, ``distinct``) never imports dask.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,9 +73,73 @@ def _is_node(data: Any, package: str) -> bool:
     return is_hdf5_node(data)
 
 
+class _Lazy:
+    """A dask view not built yet: the reader it wraps, its row chunks, and the rows of them it shows.
+
+    A fit of files that never touches ``Source.X`` (statistics, model selection)
+    then never imports ``dask.array`` (0.2 s of a command's start-up).
+    """
+
+    __slots__ = ("array", "chunks", "rows", "token")
+
+    def __init__(self, array: Any, chunks: tuple[int, ...], token: tuple[Any, ...], rows: tuple[int, int]) -> None:
+        self.array, self.chunks, self.token, self.rows = array, chunks, token, rows
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows[1] - self.rows[0], *(int(n) for n in self.array.shape[1:]))
+
+    def row_chunks(self) -> tuple[int, ...]:
+        """Row counts of the chunks of the view (the stored chunking cut to ``rows``)."""
+        a, b = self.rows
+        bounds = itertools.accumulate(self.chunks, initial=0)
+        cut = sorted({a, b, *(x for x in bounds if a < x < b)})
+        return tuple(hi - lo for lo, hi in itertools.pairwise(cut)) if b > a else ()
+
+    def sliced(self, start: int, stop: int) -> _Lazy:
+        a = self.rows[0]
+        return _Lazy(self.array, self.chunks, self.token, (a + start, a + stop))
+
+    def rechunked(self, chunks: tuple[int, ...]) -> _Lazy:
+        if self.rows != (0, sum(self.chunks)):
+            raise ValueError("a sliced view is rechunked as a dask array")
+        return _Lazy(self.array, chunks, self.token, self.rows)
+
+    def build(self) -> da.Array:
+        view = to_dask(_dask_input(self.array), self.chunks, token=self.token)
+        return view if self.rows == (0, sum(self.chunks)) else view[self.rows[0] : self.rows[1]]
+
+
+class _View:
+    """A role's dask view on a :class:`Source`: built from its :class:`_Lazy` on first access, then kept."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.role = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the dataclass field's default
+        value = obj.__dict__.get(self.role)
+        if isinstance(value, _Lazy):
+            built = value.build()
+            obj.__dict__[self.role] = built
+            if obj._views.get(self.role) is value:
+                obj._views[self.role] = built
+            return built
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.role] = value
+
+
 @dataclass
 class Source:
     """Arrays of one data set: row-range readers for the pass, dask views sharing their row chunks.
+
+    The dask views of a source opened by :func:`open_source` are built when
+    first read (``source.X``), then kept; :meth:`shape`, :meth:`n_rows`,
+    :meth:`row_chunks`, :meth:`select_rows`, :meth:`distinct` and the pass
+    itself do not build them.
 
     Attributes
     ----------
@@ -95,10 +163,10 @@ class Source:
         Rows per partition asked for (``chunk_rows``); None: from the memory budget.
     """
 
-    X: da.Array
-    y: da.Array | None = None
-    groups: da.Array | None = None
-    sample_weight: da.Array | None = None
+    X: da.Array = _View()  # type: ignore[assignment]
+    y: da.Array | None = _View()  # type: ignore[assignment]
+    groups: da.Array | None = _View()  # type: ignore[assignment]
+    sample_weight: da.Array | None = _View()  # type: ignore[assignment]
     feature_names: list[str] | None = None
     target_names: list[str] | None = None
     description: str = "arrays"
@@ -107,30 +175,81 @@ class Source:
     partition_rows: int | None = field(default=None, repr=False, compare=False)
     _views: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def shape(self, role: str = "X") -> tuple[int, ...] | None:
+        """Shape of ``role``'s array (X, y, groups or sample_weight), None where it is absent.
+
+        Unlike ``Source.X.shape`` this builds no dask view.
+        """
+        value = self.__dict__.get(role)
+        return None if value is None else tuple(int(n) for n in value.shape)
+
     def n_rows(self) -> int:
         """Number of rows."""
-        return int(self.X.shape[0])
+        return self._x_shape()[0]
 
     def n_features(self) -> int:
         """Number of features (columns of X)."""
-        return int(self.X.shape[1])
+        return self._x_shape()[1]
+
+    def _x_shape(self) -> tuple[int, ...]:
+        shape = self.shape("X")
+        assert shape is not None
+        return shape
 
     def row_chunks(self) -> tuple[int, ...]:
         """Row counts of the chunks of the dask views."""
+        value = self.__dict__.get("X")
+        if isinstance(value, _Lazy):
+            return value.row_chunks()
         return tuple(int(c) for c in self.X.chunks[0])
+
+    def distinct(self, role: str) -> np.ndarray:
+        """Sorted distinct values of the 1-D (or one-column) array of ``role``.
+
+        Read through its reader where its view was never replaced (every stored
+        chunk once, a block at a time; no dask), else reduced by dask chunk by
+        chunk on the local threaded scheduler.  Never the whole column in memory.
+        """
+        value = self.__dict__.get(role)
+        if value is None:
+            raise ValueError(f"the source has no {role}")
+        reader = (self.readers or {}).get(role)
+        if reader is not None and isinstance(value, _Lazy) and self._reads_reader(role):
+            return distinct_values(reader, *value.rows)
+        import dask.array as da
+        from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
+
+        view = getattr(self, role)
+        return np.unique(np.asarray(da.unique(view.reshape(-1)).compute(scheduler=threads)))
+
+    def _reads_reader(self, role: str) -> bool:
+        """Whether ``role`` is still the view the source was opened with (not replaced): its reader holds its rows."""
+        return self._views.get(role) is self.__dict__.get(role)
 
     def rechunk(self, row_chunks: tuple[int, ...]) -> Source:
         """Return a copy whose dask views all have the given row chunks (the readers are kept)."""
 
-        def re(a: da.Array | None) -> da.Array | None:
-            return None if a is None else to_dask(a, row_chunks, token=())
+        def re(role: str) -> Any:
+            value = self.__dict__.get(role)
+            if value is None:
+                return None
+            if isinstance(value, _Lazy) and value.rows == (0, sum(value.chunks)):
+                return value.rechunked(row_chunks)
+            return to_dask(getattr(self, role), row_chunks, token=())
 
-        return _with_views(self, {"X": re(self.X), "y": re(self.y), "groups": re(self.groups), "sample_weight": re(self.sample_weight)})
+        return _with_views(self, {role: re(role) for role in ROLES})
 
     def select_rows(self, start: int, stop: int) -> Source:
         """The same data restricted to rows ``[start, stop)``."""
         lo = 0 if self.rows is None else self.rows[0]
-        views = {role: None if getattr(self, role) is None else getattr(self, role)[start:stop] for role in ROLES}
+
+        def cut(role: str) -> Any:
+            value = self.__dict__.get(role)
+            if value is None:
+                return None
+            return value.sliced(start, stop) if isinstance(value, _Lazy) else value[start:stop]
+
+        views = {role: cut(role) for role in ROLES}
         out = _with_views(self, views)
         out.rows = (lo + start, lo + stop)
         out.description = f"{self.description} rows {start}:{stop}"
@@ -145,24 +264,43 @@ class Source:
         out: dict[str, ArrayReader | None] = {}
         offsets = set()
         for role in ROLES:
-            view = getattr(self, role)
+            value = self.__dict__.get(role)  # not getattr: a view not built yet stays so
             reader = (self.readers or {}).get(role)
-            if view is None:
+            if value is None:
                 out[role] = None
-            elif reader is not None and self._views.get(role) is view:
+            elif reader is not None and self._reads_reader(role):
                 out[role] = reader
                 offsets.add(0 if self.rows is None else self.rows[0])
             else:
-                out[role] = DaskReader(view)
+                out[role] = DaskReader(getattr(self, role))
                 offsets.add(0)
         if len(offsets) > 1:  # a mix of sliced readers and replaced views: read everything from the views
             return {role: None if getattr(self, role) is None else DaskReader(getattr(self, role)) for role in ROLES}, 0
         return out, offsets.pop() if offsets else 0
 
 
+def _evolve(source: Source, **changes: Any) -> Source:
+    """``dataclasses.replace`` that keeps views not built yet unbuilt (``replace`` reads every field)."""
+    out = copy.copy(source)
+    out._views = dict(source._views)
+    for name, value in changes.items():
+        setattr(out, name, value)
+    return out
+
+
 def _with_views(source: Source, views: dict[str, Any]) -> Source:
-    out = replace(source, **views)
-    out._views = {role: views[role] for role in ROLES if source._views.get(role) is getattr(source, role)}
+    out = _evolve(source, **views)
+    out._views = {role: views[role] for role in ROLES if source._reads_reader(role)}
+    return out
+
+
+def distinct_values(reader: ArrayReader, start: int, stop: int, block_rows: int = 2**20) -> np.ndarray:
+    """Sorted distinct values of reader rows ``[start, stop)``, read in blocks of whole stored chunks."""
+    from ..partitions import block_ranges
+
+    out = np.empty(0, dtype=reader.dtype)
+    for a, b in block_ranges(reader, start, stop, block_rows):
+        out = np.union1d(out, reader.read(a, b).reshape(-1))
     return out
 
 
@@ -340,8 +478,8 @@ def _assemble(
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
-    views = {
-        role: None if arrays[role] is None else to_dask(_dask_input(arrays[role]), row_chunks, token=(*token, role))
+    views: dict[str, Any] = {
+        role: None if arrays[role] is None else _Lazy(arrays[role], row_chunks, (*token, role), (0, n_rows))
         for role in ROLES
     }
     feature_names = string_list(container.attr(X, "feature_names"))
@@ -422,5 +560,5 @@ def _reopen(source: Source, *, chunk_rows: int | None, memory_budget: int) -> So
     )
     out = source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)
     if chunk_rows is not None and chunk_rows != out.partition_rows:
-        out = replace(out, partition_rows=chunk_rows)
+        out = _evolve(out, partition_rows=chunk_rows)
     return out
