@@ -269,6 +269,25 @@ class SourceTests:
             open_source(d["X"], y=None, require_y=False).distinct("y")
 
 
+@pytest.mark.parametrize("block_rows", [1, 64, 100, 10**6])
+def test_distinct_values_merges_blocks_read_in_parallel(tmp_path: Path, block_rows: int) -> None:
+    """Blocks of whole stored chunks, reduced on threads and merged as their values pile up, give np.unique."""
+    from streamridge.sources import distinct_values
+
+    rng = np.random.default_rng(1)
+    g = rng.integers(0, 700, 5000)
+    g[rng.random(5000) < 0.3] = rng.integers(10**6, 2 * 10**6, 1)[0]  # a value many blocks share
+    X = rng.normal(size=(5000, 2))
+    write_zarr(tmp_path / "d.zarr", X, g.astype(float), groups=g, chunk_rows=64)
+    reader = open_source(str(tmp_path / "d.zarr"), groups="groups").readers["groups"]  # type: ignore[index]
+    assert reader is not None
+    for a, b in [(0, 5000), (130, 4077), (64, 128), (5, 6)]:
+        got = distinct_values(reader, a, b, block_rows)
+        np.testing.assert_array_equal(got, np.unique(g[a:b]))
+        assert got.dtype == g.dtype
+    assert distinct_values(reader, 10, 10, block_rows).shape == (0,)
+
+
 def _unbuilt(source: Source) -> set[str]:
     """Roles whose dask view was not built yet."""
     return {role for role in ROLES if type(source.__dict__.get(role)).__name__ == "_Lazy"}

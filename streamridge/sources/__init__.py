@@ -295,13 +295,38 @@ def _with_views(source: Source, views: dict[str, Any]) -> Source:
 
 
 def distinct_values(reader: ArrayReader, start: int, stop: int, block_rows: int = 2**20) -> np.ndarray:
-    """Sorted distinct values of reader rows ``[start, stop)``, read in blocks of whole stored chunks."""
+    """Sorted distinct values of reader rows ``[start, stop)``.
+
+    Blocks of whole stored chunks are read and reduced on the cores' threads
+    (a few blocks in flight); their distinct values are merged whenever they
+    outnumber those merged so far, so the merging costs O(n log n) in all and
+    memory holds the distinct values, never the column.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..parallel import n_cpus
     from ..partitions import block_ranges
 
+    def one(a: int, b: int) -> np.ndarray:
+        return np.unique(reader.read(a, b).reshape(-1))
+
     out = np.empty(0, dtype=reader.dtype)
-    for a, b in block_ranges(reader, start, stop, block_rows):
-        out = np.union1d(out, reader.read(a, b).reshape(-1))
-    return out
+    parts: list[np.ndarray] = []
+    pending = 0
+    ranges = block_ranges(reader, start, stop, block_rows)
+    workers = max(1, n_cpus())
+    with ThreadPoolExecutor(workers, thread_name_prefix="streamridge-distinct") as pool:
+        jobs = [pool.submit(one, *r) for r in itertools.islice(ranges, 2 * workers)]
+        while jobs:
+            values = jobs.pop(0).result()
+            nxt = next(ranges, None)
+            if nxt is not None:
+                jobs.append(pool.submit(one, *nxt))
+            parts.append(values)
+            pending += len(values)
+            if pending >= max(len(out), block_rows):
+                out, parts, pending = np.unique(np.concatenate([out, *parts])), [], 0
+    return np.unique(np.concatenate([out, *parts])) if parts else out
 
 
 def open_source(
