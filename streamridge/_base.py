@@ -64,6 +64,11 @@ def _check_folds(stats: FoldStats, partial: bool) -> None:
         raise FoldError(f"after {stats.n_rows} sample(s) some of the {stats.n_folds} folds are still empty; {fix}")
 
 
+def _affine(X: Any, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """``X @ coef.T + intercept`` in float64: (m, outputs)."""
+    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
     """The same source restricted to rows [start, stop)."""
 
@@ -757,11 +762,13 @@ class _StreamRidgeBase:
             if X.shape[1] != self.n_features_in_:
                 raise InputError(f"X has {X.shape[1]} features, but {self._model_name} is expecting {self.n_features_in_} features as input")
             coef = np.atleast_2d(self.coef_)
-            b = np.atleast_1d(self.intercept_)
-            out = X.map_blocks(lambda a: np.asarray(a, dtype=np.float64) @ coef.T + b, dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
-            return out
-        X = self._validate_X(X, reset=False)
-        return np.asarray(X, dtype=np.float64) @ np.atleast_2d(self.coef_).T + np.atleast_1d(self.intercept_)
+            b = np.atleast_1d(self.intercept_)  # the tasks hold these, not the estimator (its statistics)
+            return X.map_blocks(lambda a: _affine(a, coef, b), dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
+        return self._linear_rows(self._validate_X(X, reset=False))
+
+    def _linear_rows(self, X: np.ndarray) -> np.ndarray:
+        """The linear model of rows already checked, without a feature map: (m, outputs) float64."""
+        return _affine(X, np.atleast_2d(self.coef_), np.atleast_1d(self.intercept_))
 
     def _linear_mapped(self, X: Any, groups: Any) -> Any:
         """Raw inputs -> features (``features_``, chunk by chunk for dask X) -> linear model."""

@@ -75,8 +75,14 @@ class _RidgeCV(_StreamRidgeBase):
 
         ``groups`` (series id per row) matters only for a stateful feature map.
         """
-        out = self._linear(X, groups)
+        return self._shape_predictions(self._linear(X, groups))
+
+    def _shape_predictions(self, out: Any) -> Any:
         return out[:, 0] if self._y_1d else out
+
+    def _predict_rows(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`predict` of rows already checked (a block of a source), without a feature map."""
+        return np.asarray(self._shape_predictions(self._linear_rows(X)))
 
 
 
@@ -149,17 +155,29 @@ class _RidgeClassifierCV(_StreamRidgeBase):
 
     def decision_function(self, X: Any, groups: Any = None) -> Any:
         """Scores of shape (n_samples,) for two classes, else (n_samples, n_classes)."""
-        out = self._linear(X, groups)
-        return out[:, 0] if out.shape[1] == 1 else out
+        return self._shape_scores(self._linear(X, groups))
 
     def predict(self, X: Any, groups: Any = None) -> Any:
         """Class labels (``groups``: series ids for a stateful feature map)."""
-        scores = self.decision_function(X, groups)
+        return self._labels_of(self.decision_function(X, groups))
+
+    def _labels_of(self, scores: Any) -> Any:
         classes = self.classes_
-        if hasattr(scores, "dask"):
-            idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        if hasattr(scores, "dask"):
+            return idx.map_blocks(lambda i: classes[i], dtype=classes.dtype)
         return classes[idx]
+
+    @staticmethod
+    def _shape_scores(out: Any) -> Any:
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def _decision_rows(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`decision_function` of rows already checked (a block of a source), without a feature map."""
+        return np.asarray(self._shape_scores(self._linear_rows(X)))
+
+    def _predict_rows(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`predict` of rows already checked (a block of a source), without a feature map."""
+        return np.asarray(self._labels_of(self._decision_rows(X)))
 
 

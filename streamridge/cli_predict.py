@@ -17,22 +17,26 @@ if TYPE_CHECKING:
 
 
 class _RowBatches:
-    """Array-like view of a dask array whose row slices are computed a batch of chunks at a time.
+    """Array-like of rows computed a batch of row chunks at a time, in the calling thread's order.
 
     The writer (``write_zarr`` / ``write_hdf5``) asks for consecutive row slices
-    in the calling thread; each miss computes the next ``batch_chunks`` chunks in
-    parallel and keeps them until they are consumed.  Workers only compute, so a
-    failure never races with writes into the output.
+    in the calling thread; each miss computes the next ``batch_chunks`` chunks
+    (``compute(start, stop)``, in parallel) and keeps them until they are
+    consumed.  Workers only compute, so a failure never races with writes into
+    the output.
     """
 
-    def __init__(self, array: Any, *, batch_chunks: int, tick: Any = None) -> None:
+    def __init__(
+        self, compute: Any, shape: tuple[int, ...], dtype: Any, row_chunks: tuple[int, ...], *, batch_chunks: int,
+        tick: Any = None,
+    ) -> None:
         import numpy as np
 
-        self._array = array
-        self.shape = tuple(int(n) for n in array.shape)
-        self.dtype = np.dtype(array.dtype)
+        self._compute = compute
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
-        self._bounds = np.cumsum((0, *array.chunks[0]))
+        self._bounds = np.cumsum((0, *row_chunks))
         self._batch = max(1, batch_chunks)
         self._tick = tick
         self._start, self._block = 0, np.empty((0, *self.shape[1:]), dtype=self.dtype)
@@ -41,16 +45,54 @@ class _RowBatches:
         import numpy as np
 
         if not isinstance(key, slice) or key.step not in (None, 1):
-            return np.asarray(self._array[key])
+            raise TypeError("rows are read as consecutive slices")
         start, stop, _ = key.indices(self.shape[0])
         if not (self._start <= start and stop <= self._start + self._block.shape[0]):
             first = int(np.searchsorted(self._bounds, start, side="right")) - 1
             last = min(first + self._batch, len(self._bounds) - 1)
             lo, hi = int(self._bounds[first]), max(int(self._bounds[last]), stop)
-            self._start, self._block = lo, np.asarray(self._array[lo:hi].compute())
+            self._start, self._block = lo, np.asarray(self._compute(lo, hi))
             if self._tick is not None:
                 self._tick(hi - lo)
         return self._block[start - self._start : stop - self._start]
+
+
+def _dask_batches(array: Any, *, batch_chunks: int, tick: Any) -> _RowBatches:
+    """Rows of a dask array (the predictions of a feature map, or of rows with series ids)."""
+    import numpy as np
+
+    return _RowBatches(
+        lambda lo, hi: array[lo:hi].compute(), tuple(int(n) for n in array.shape), np.dtype(array.dtype),
+        tuple(int(c) for c in array.chunks[0]), batch_chunks=batch_chunks, tick=tick,
+    )
+
+
+def _reader_batches(
+    source: Any, rows_fn: Any, pool: Any, *, batch_chunks: int, tick: Any
+) -> _RowBatches:
+    """``rows_fn`` of X's rows read through the source's reader, one row chunk per thread of ``pool``.
+
+    No dask: every row chunk of the source (whole stored chunks) is read once
+    per output array.
+    """
+    import numpy as np
+
+    readers, lo = source.pass_readers()
+    reader, chunks = readers["X"], source.row_chunks()
+    n = source.n_rows()
+    empty = rows_fn(np.empty((0, source.n_features()), dtype=reader.dtype))  # the outputs' dtype and width
+
+    def one(a: int, b: int) -> np.ndarray:
+        return rows_fn(reader.read(lo + a, lo + b))
+
+    bounds = np.cumsum((0, *chunks)).tolist()
+
+    def compute(a: int, b: int) -> np.ndarray:
+        cuts = [a, *(x for x in bounds if a < x < b), b]
+        parts = list(pool.map(one, cuts[:-1], cuts[1:]))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    return _RowBatches(compute, (n, *empty.shape[1:]), empty.dtype, chunks, batch_chunks=batch_chunks, tick=tick)
 
 
 def _progress(enabled: bool, total: int) -> Any:
@@ -72,33 +114,46 @@ def cmd_predict(args: argparse.Namespace) -> int:
     source = open_source(
         args.data, x=args.x, y=None, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
     )
-    X = source.X
-    if int(X.shape[1]) != model.n_features_in_:  # raw inputs, before a feature map
+    if source.n_features() != model.n_features_in_:  # raw inputs, before a feature map
         raise ParameterError(
-            f"X in {args.data} has {X.shape[1]} features but the model {args.model} was fitted on "
+            f"X in {args.data} has {source.n_features()} features but the model {args.model} was fitted on "
             f"{model.n_features_in_}; use the same features (--x NAME)"
         )
     classifier = hasattr(model, "decision_function")
-    groups = None if args.groups is None else open_source(
-        args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False, storage_options=args.storage_options
-    ).groups
-    extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
-    pred = model.predict(X, *extra)
-    scores = model.decision_function(X, *extra) if classifier and args.scores else None
-    n = int(X.shape[0])
-    bar = _progress(not (args.quiet or args.json), n * (1 if scores is None else 2))
+    n = source.n_rows()
+    bar = _progress(not (args.quiet or args.json), n * (2 if classifier and args.scores else 1))
     tick = None if bar is None else bar.update
     batch = 4 * (os.cpu_count() or 1)
-    values = [None if a is None else _RowBatches(a, batch_chunks=batch, tick=tick) for a in (pred, scores)]
+    pool = None
+    if getattr(model, "features_", None) is None and args.groups is None:  # rows through the reader: no dask
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .parallel import n_cpus
+
+        pool = ThreadPoolExecutor(n_cpus(), thread_name_prefix="streamridge-predict")
+        fns = (model._predict_rows, model._decision_rows if classifier and args.scores else None)
+        values = [None if f is None else _reader_batches(source, f, pool, batch_chunks=batch, tick=tick) for f in fns]
+    else:  # a feature map (series ids for a stateful one): the dask views
+        groups = None if args.groups is None else open_source(
+            args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False,
+            storage_options=args.storage_options,
+        ).groups
+        extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
+        pred = model.predict(source.X, *extra)
+        scores = model.decision_function(source.X, *extra) if classifier and args.scores else None
+        values = [None if a is None else _dask_batches(a, batch_chunks=batch, tick=tick) for a in (pred, scores)]
+    shape = values[0].shape  # type: ignore[union-attr]
     write = write_hdf5 if out.lower().endswith((".h5", ".hdf5")) else write_zarr
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings(), Transaction() as tx, tx.writing(out) as tmp:
             warnings.simplefilter("ignore")  # zarr: fixed-length strings have no v3 spec yet
-            rows = int(X.chunks[0][0])
+            rows = source.row_chunks()[0]
             names = {"X": "predictions", "y": "scores"}
             write(tmp, values[0], values[1], chunk_rows=rows, names=names, root_attrs={MARKER: "predictions"})
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
@@ -106,8 +161,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         "model": os.path.abspath(args.model),
         "data": source.description,
         "rows": n,
-        "shape": list(pred.shape),
-        "arrays": ["predictions"] + (["scores"] if scores is not None else []),
+        "shape": list(shape),
+        "arrays": ["predictions"] + (["scores"] if values[1] is not None else []),
         "out": out,
         "seconds": seconds,
         "rows_per_s": n / seconds if seconds > 0 else None,
@@ -117,7 +172,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     elif not args.quiet:
         arrays = " and ".join(facts["arrays"])
         print(
-            f"wrote {arrays} of shape {tuple(pred.shape)} for {n:,} rows to {out} "
+            f"wrote {arrays} of shape {tuple(shape)} for {n:,} rows to {out} "
             f"in {seconds:.3g} s ({n / max(seconds, 1e-9):,.0f} rows/s)"
         )
     return 0

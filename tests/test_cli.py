@@ -160,25 +160,40 @@ def test_predict_two_targets(tmp_path, rng, capsys):
     np.testing.assert_allclose(values, load_model(model).predict(X), rtol=1e-12)
 
 
-def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("path", ["reader", "dask"])
+def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, path):
+    """A block that fails midway (rows read through the reader; or the dask views, taken with series ids)."""
     from streamridge._core import _RidgeCV as StreamRidgeCV  # the class `predict` loads the model as
 
     model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
     assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
-    original = StreamRidgeCV.predict
+    if path == "reader":
+        original_rows = StreamRidgeCV._predict_rows
+        calls = []
 
-    def failing(self, X):
-        def boom(block, block_info=None):
-            if block_info[0]["chunk-location"][0] == 2:
+        def failing_rows(self, X):
+            calls.append(len(X))
+            if len(calls) == 4:
                 raise ValueError("disk on fire")
-            return block
+            return original_rows(self, X)
 
-        out = original(self, X)
-        return out.map_blocks(boom, dtype=out.dtype, meta=np.empty((0,)))
+        monkeypatch.setattr(StreamRidgeCV, "_predict_rows", failing_rows)
+    else:
+        original = StreamRidgeCV.predict
 
-    monkeypatch.setattr(StreamRidgeCV, "predict", failing)
+        def failing(self, X, groups=None):
+            def boom(block, block_info=None):
+                if block_info[0]["chunk-location"][0] == 2:
+                    raise ValueError("disk on fire")
+                return block
+
+            out = original(self, X, groups)
+            return out.map_blocks(boom, dtype=out.dtype, meta=np.empty((0,)))
+
+        monkeypatch.setattr(StreamRidgeCV, "predict", failing)
+    extra = ["--groups", "groups"] if path == "dask" else []
     code, _, err = run(
-        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--chunk-rows", "100"
+        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--chunk-rows", "100", *extra
     )
     assert code == 2 and "disk on fire" in err
     assert not preds.exists() and leftovers(tmp_path) == []

@@ -210,8 +210,9 @@ def test_the_core_classes_have_the_estimators_parameters() -> None:
 
 @pytest.mark.parametrize("classify", [False, True])
 def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(tmp_path: Path, zarr_store: Path, classify: bool) -> None:
-    """``predict`` loads the model as the scikit-learn-free class (its X is a source); the arrays it
-    writes equal the loaded public estimator's ``predict`` / ``decision_function``."""
+    """``predict`` loads the model as the scikit-learn-free class (its X is a source, read through its
+    reader: no dask either); the arrays it writes equal the loaded public estimator's ``predict`` /
+    ``decision_function``."""
     import zarr
 
     from streamridge import load_model
@@ -224,7 +225,7 @@ def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(t
     argv = ["predict", "--model", str(model), "--data", str(zarr_store), "--out", str(preds), "--quiet"]
     argv += ["--scores"] if classify else []
     code = f"from streamridge.cli import main\nassert main({argv!r}) == 0"
-    assert _imported(code, ("sklearn",), cwd=tmp_path) == []
+    assert _imported(code, ("sklearn", "dask"), cwd=tmp_path) == []
     est = load_model(str(model))
     X = np.asarray(zarr.open_group(str(zarr_store), mode="r")["X"][:])
     out = zarr.open_group(str(preds), mode="r")
