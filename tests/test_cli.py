@@ -160,6 +160,40 @@ def test_predict_two_targets(tmp_path, rng, capsys):
     np.testing.assert_allclose(values, load_model(model).predict(X), rtol=1e-12)
 
 
+@pytest.mark.parametrize("chunk_rows, budget", [(None, 256 * 2**20), (120, 256 * 2**20), (900, 256 * 2**20), (None, 64 * 500)])
+def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget):
+    """Predictions through the reader equal the estimator's, whatever the source's row chunks (smaller
+    than the stored chunks, larger, or a budget below one stored chunk), and decode every stored chunk once."""
+    import contextlib
+
+    from zarr.storage import LocalStore
+
+    from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
+    from streamridge.cli_predict import _reader_batches
+
+    from .test_partitions import CountingStore
+
+    X = rng.standard_normal((3000, 6)).astype(np.float32) + 100.0
+    y = X @ rng.standard_normal(6) + rng.standard_normal(3000)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=500)
+    store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+    src = open_source(zarr.open_group(store, mode="r"), y=None, require_y=False, chunk_rows=chunk_rows, memory_budget=budget)
+    for est, fn in [
+        (StreamRidgeCV(cv=3).fit(X, y), "_predict_rows"),
+        (StreamRidgeClassifierCV(cv=3).fit(X, np.digitize(y, np.quantile(y, [0.3, 0.6]))), "_predict_rows"),
+        (StreamRidgeClassifierCV(cv=3).fit(X, y > np.median(y)), "_decision_rows"),
+    ]:
+        store.reads.clear()
+        with contextlib.ExitStack() as stack:
+            out = _reader_batches(src, getattr(est, fn), stack, batch_chunks=2, tick=None)
+            step = src.row_chunks()[0]  # the writer's slices
+            got = np.concatenate([out[s : s + step] for s in range(0, 3000, step)])
+        ref = est.predict(X) if fn == "_predict_rows" else est.decision_function(X)
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+        np.testing.assert_allclose(got, ref, rtol=1e-12) if got.dtype.kind == "f" else np.testing.assert_array_equal(got, ref)
+        assert store.chunk_reads("X") == {f"X/c/{k}/0": 1 for k in range(6)}
+
+
 @pytest.mark.parametrize("path", ["reader", "dask"])
 def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, path):
     """A block that fails midway (rows read through the reader; or the dask views, taken with series ids)."""
