@@ -157,6 +157,22 @@ def test_stored_chunks_larger_than_the_budget(tmp_path: Path) -> None:
     assert_stats_close(stats, _reference(data), rtol=1e-11)
 
 
+@pytest.mark.parametrize(("target", "parts"), [(400, 1), (100, 10)])
+def test_dask_views_decode_each_stored_chunk_once(tmp_path: Path, target: int, parts: int) -> None:
+    """Stored chunks of 1000 rows, larger than the views' target (``target`` rows: a budget of 8 such row
+    chunks as float64).  Within half the budget (target 400) they are whole chunks of the dask views, so
+    what streams the views (the metric pass of ``scoring=``, feature-map lanes, user code) decodes each
+    once; beyond it (target 100) they are split in 10 parts, each decoding the chunk."""
+    chunks = {"X": 1000, "y": 1000, "groups": 1000, "sample_weight": 1000}
+    data = _write(tmp_path / "d.zarr", np.random.default_rng(2), chunks)
+    store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+    src = open_source(zarr.open_group(store, mode="r"), memory_budget=target * 8 * (8 * N))
+    assert src.row_chunks() == (1000 // parts,) * (3 * parts)
+    store.reads.clear()
+    np.testing.assert_array_equal(src.X.compute(scheduler="threads"), data["X"])
+    assert store.chunk_reads("X") == {f"X/c/{k}/0": parts for k in range(3)}
+
+
 def test_cli_prints_warnings_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     import warnings as w
 

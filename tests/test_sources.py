@@ -108,11 +108,18 @@ class SourceTests:
         assert all(c == step for c in source.row_chunks()[:-1])
 
     def test_auto_chunks_smaller_than_storage_chunk(self, tmp_path: Path, rng: np.random.Generator) -> None:
-        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7))
+        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(3))  # a storage chunk: > half the budget
         bounds = set(np.cumsum((0, *source.row_chunks())).tolist())
         if self.native_rows > 1:  # no chunk straddles two storage chunks
             assert set(range(0, N_ROWS, self.native_rows)) <= bounds
-        assert max(source.row_chunks()) <= 7
+        assert max(source.row_chunks()) <= 3
+
+    def test_storage_chunks_within_half_the_budget_stay_whole(self, tmp_path: Path, rng: np.random.Generator) -> None:
+        """A storage chunk larger than the target but within half the budget is one chunk (no part decodes it again)."""
+        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7))
+        assert 2 * self.native_rows * N_FEATURES * 8 <= _budget_for(7)
+        step = self.native_rows if self.native_rows > 7 else 7 // self.native_rows * self.native_rows
+        assert source.row_chunks() == (step,) * (N_ROWS // step) + ((N_ROWS % step,) if N_ROWS % step else ())
 
     def test_missing_name_lists_available(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)
@@ -361,8 +368,10 @@ class TestZarrSharded(SourceTests):
         assert sum(chunks) == N_ROWS and max(chunks) <= 4 * NATIVE
 
     def test_auto_chunks_smaller_than_storage_chunk(self, tmp_path: Path, rng: np.random.Generator) -> None:
-        chunks = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7)).row_chunks()
-        assert sum(chunks) == N_ROWS and max(chunks) <= 7
+        chunks = self.open(tmp_path, _data(rng), memory_budget=_budget_for(3)).row_chunks()
+        assert sum(chunks) == N_ROWS and max(chunks) <= 3
+        bounds = set(np.cumsum((0, *chunks)).tolist())
+        assert set(range(0, N_ROWS, NATIVE)) <= bounds  # no chunk straddles two inner chunks
 
 
 class TestHDF5Gzip(TestHDF5):
@@ -601,7 +610,8 @@ def test_processes_scheduler_reads_hdf5(tmp_path: Path, rng: np.random.Generator
     [
         (10, 1, 4, (4, 4, 2)),
         (100, 30, 70, (60, 40)),
-        (100, 30, 10, (10,) * 9 + (4, 3, 3)),
+        (100, 30, 10, (30, 30, 30, 10)),  # a storage chunk within half the budget: whole
+        (100, 30, 3, (3,) * 30 + (1,) * 10),  # beyond it: equal parts inside each storage chunk
         (5, 30, 100, (5,)),
         (7, 1, 0, (1,) * 7),
     ],

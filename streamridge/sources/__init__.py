@@ -363,7 +363,8 @@ def open_source(
         Rows per chunk.  None chooses from ``memory_budget``.
     memory_budget : int
         Bytes of memory for the pass; one chunk of X as float64 takes about an
-        eighth, rounded to whole storage chunks so that none is decoded twice.
+        eighth, rounded to whole storage chunks so that none is decoded twice
+        (a storage chunk up to half the budget as float64 is one chunk).
     storage_options : dict, optional
         Passed to fsspec for URLs.  http(s) gets a 10 s connect timeout unless
         ``client_kwargs["timeout"]`` is given.
@@ -499,7 +500,7 @@ def _assemble(
     row_chunks = choose_row_chunks(
         n_rows,
         n_features,
-        native_rows=grid.step if grid.regular else 1,
+        native_rows=grid.unit if grid.regular else 1,  # a shard's inner chunk: the unit a read decodes
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
