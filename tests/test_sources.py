@@ -269,6 +269,10 @@ class SourceTests:
         np.testing.assert_array_equal(source.select_rows(17, 163).distinct("groups"), np.unique(d["groups"][17:163]))
         assert source.groups is not None  # built: the reader is still read
         np.testing.assert_array_equal(source.distinct("groups"), np.unique(d["groups"]))
+        part = source.select_rows(30, 200)
+        assert part.groups is not None  # a built view of a row selection: the reader's rows 30..199
+        np.testing.assert_array_equal(part.distinct("groups"), np.unique(d["groups"][30:200]))
+        np.testing.assert_array_equal(part.select_rows(5, 50).distinct("groups"), np.unique(d["groups"][35:80]))
         other = da.from_array(d["groups"] % 5, chunks=45)
         replaced = dataclasses.replace(source, groups=other)  # a replaced view is what counts
         np.testing.assert_array_equal(replaced.distinct("groups"), np.arange(5))

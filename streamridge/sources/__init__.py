@@ -214,8 +214,9 @@ class Source:
         if value is None:
             raise ValueError(f"the source has no {role}")
         reader = (self.readers or {}).get(role)
-        if reader is not None and isinstance(value, _Lazy) and self._reads_reader(role):
-            return distinct_values(reader, *value.rows)
+        if reader is not None and self._reads_reader(role):
+            start = 0 if self.rows is None else self.rows[0]  # the reader's rows of this source
+            return distinct_values(reader, start, start + int(value.shape[0]))
         import dask.array as da
         from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
 
