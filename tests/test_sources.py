@@ -181,6 +181,29 @@ class SourceTests:
             np.testing.assert_array_equal(readers["sample_weight"].read(a, b), d["w"][a:b])
         assert readers["X"].shape == d["X"].shape and readers["X"].dtype == d["X"].dtype
 
+    def test_reader_indexing_equals_the_array(
+        self, tmp_path: Path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """What a dask view asks of its reader: whole-row ranges go through ``read`` (the pass's decoding),
+        anything else through the storage library; both equal the array."""
+        d = _data(rng)
+        readers, _ = self.open(tmp_path, d).pass_readers()
+        X = readers["X"]
+        assert X is not None
+        rows: list[tuple[int, int]] = []
+        original = type(X).read
+        monkeypatch.setattr(type(X), "read", lambda self, a, b: rows.append((a, b)) or original(self, a, b))
+        keys: list[Any] = [
+            slice(17, 63), (slice(0, 40), slice(0, N_FEATURES)), (slice(200, None), slice(None)), slice(50, 50),
+            (slice(3, 90), slice(1, 4)), slice(0, 100, 3), (slice(5, 9), 2), 7,
+        ]
+        for key in keys:
+            np.testing.assert_array_equal(X[key], d["X"][key], err_msg=str(key))
+        if type(X).__name__ in ("NumpyReader", "DaskReader"):  # they index their own array
+            assert rows == []
+        else:
+            assert rows == [(17, 63), (0, 40), (200, N_ROWS), (50, 50)]
+
     def test_readers_pickle_and_read(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)
         readers, _ = self.open(tmp_path, d).pass_readers()

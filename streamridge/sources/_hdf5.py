@@ -90,7 +90,7 @@ class HDF5Reader(ArrayReader):
         """Rows ``start .. stop - 1``, as file bytes where the layout allows (see :mod:`._h5direct`), else by h5py."""
         table = self._chunk_table()
         if self.layout is None or (table is not None and self._skipped_filter(table, start, stop)):
-            return self[start:stop]
+            return self.stored(slice(start, stop))
         return read_rows(self.layout, table, self._fetch, self.dtype, self.shape, start, stop,
                          f"{self.name} in {self.location}")
 

@@ -39,6 +39,10 @@ class NumpyReader(ArrayReader):
         """Rows ``start .. stop - 1`` (a view)."""
         return self.array[start - self.offset : stop - self.offset]
 
+    def __getitem__(self, key: Any) -> np.ndarray:
+        """Indexes the array itself (its own rows, not those shifted by ``offset``)."""
+        return self.stored(key)
+
     def window(self, start: int, stop: int) -> NumpyReader:
         """The rows ``[start, stop)`` only (what a task ships to another process)."""
         return NumpyReader(self.read(start, stop), offset=start)
@@ -65,6 +69,10 @@ class DaskReader(ArrayReader):
         self.offset = offset  # row index of array[0] (a window of a larger array)
         self.shape = tuple(int(n) for n in array.shape)
         self.dtype = np.dtype(array.dtype)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        """Indexes the array itself (its own rows, not those shifted by ``offset``)."""
+        return self.stored(key)
 
     def window(self, start: int, stop: int) -> DaskReader:
         """The rows ``[start, stop)`` only (a smaller graph to ship)."""

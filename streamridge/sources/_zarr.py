@@ -88,7 +88,7 @@ class ZarrReader(ArrayReader):
             block = decode_chunk(self.handle(), k, stop - start)
             if block is not None:
                 return block
-        return self[start:stop]
+        return self.stored(slice(start, stop))
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
