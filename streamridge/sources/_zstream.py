@@ -159,7 +159,7 @@ def read_rows(array: Any, codec: str, start: int, stop: int, indexes: dict[str, 
         return None
     if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
         raw = fetched[0][1]
-        if len(raw) == step * row_bytes:
+        if len(raw) == step * row_bytes and raw.flags.writeable:  # (bytes fetched over a network are copied)
             rows = raw.view(dtype).reshape((step, *shape[1:]))
             return rows[start - ks[0] * step : stop - ks[0] * step]
     out = np.empty((stop - start, *shape[1:]), dtype=dtype)
