@@ -88,6 +88,7 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     is never copied as float64.  The threads are shut down by ``stack`` (an
     ``ExitStack``).
     """
+    import bisect
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
@@ -110,8 +111,8 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
 
     bounds = np.cumsum((0, *(b - a for a, b in blocks))).tolist()
 
-    def compute(a: int, b: int) -> np.ndarray:
-        cuts = [a, *(x for x in bounds if a < x < b), b]
+    def compute(a: int, b: int) -> np.ndarray:  # a and b are block boundaries
+        cuts = bounds[bisect.bisect_left(bounds, a) : bisect.bisect_left(bounds, b) + 1]
         parts = list(pool.map(one, cuts[:-1], cuts[1:]))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
