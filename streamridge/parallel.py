@@ -24,7 +24,15 @@ _inside = threading.local()  # set in pool workers: nested map_folds calls do no
 
 @functools.cache
 def blas_controller() -> ThreadpoolController:
-    """One controller per process (inspecting the loaded BLAS libraries costs ~1 ms)."""
+    """One controller per process (inspecting the loaded BLAS libraries costs ~1 ms).
+
+    The controller knows the libraries loaded when it is made, so the kernel's
+    BLAS (scipy's, through :mod:`streamridge.blas_nogil`) is loaded first:
+    made before it, the controller left it threaded, and a pass of two tasks
+    ran its rank-k updates on four BLAS threads over two cores (3x slower).
+    """
+    from . import blas_nogil  # noqa: F401  (loads scipy's BLAS library: ~2 ms)
+
     return ThreadpoolController()
 
 

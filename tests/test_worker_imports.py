@@ -143,3 +143,23 @@ print(ours == theirs and None not in ours, np.allclose(np.triu(C), np.triu(np.ey
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "True"]
+
+
+def test_the_pass_limits_the_kernels_blas_however_the_process_started() -> None:
+    """The controller that limits BLAS to one thread per task knows the kernel's library (scipy's) even
+    when it is made before the kernel is imported: a process worker's initializer, or a bare ``accumulate``
+    in an interpreter that imported nothing else (its rank-k updates then ran on 2 BLAS threads per task,
+    a pass 3x slower)."""
+    code = (
+        "import streamridge.parallel as p\n"
+        "c = p.blas_controller()\n"
+        "import streamridge.kernel\n"  # the kernel's BLAS, loaded after the controller was asked for
+        "from threadpoolctl import threadpool_info\n"
+        "with c.limit(limits=1):\n"
+        "    print(sorted({i['filepath']: i['num_threads'] for i in threadpool_info()}.items()))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), OPENBLAS_NUM_THREADS="", OMP_NUM_THREADS="")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    libs = eval(proc.stdout.strip().splitlines()[-1])  # [(path, threads)] printed by the child
+    assert len(libs) >= 1 and all(threads == 1 for _, threads in libs), libs
