@@ -4,9 +4,12 @@ Usage::
 
     python scripts/bench_predict.py --store DIR/s2e6.zarr                    # issue 8's data set (written if missing)
     python scripts/bench_predict.py --store DIR/s2e6.zarr --baseline TREE   # TREE: `git archive` of another commit
+    python scripts/bench_predict.py --store DIR/s2e6.zarr --classes 10      # a classifier, predictions and scores
 
 The store is ``bench_schedulers.py``'s: M x N float32 X and y, zstd, ``--chunk-rows`` rows per stored
-chunk (default 2,000,000 x 200, 50,000-row chunks).  A model is fitted on it once (``streamridge fit``).
+chunk (default 2,000,000 x 200, 50,000-row chunks).  A model is fitted on it once (``streamridge fit``);
+with ``--classes K`` a classifier of K classes (quantiles of y) fitted on its first 200,000 rows, and
+``predict`` writes the scores too (``--scores``).
 Measured in one run, each in a fresh interpreter, checkouts alternated, best of ``--repeats``:
 
   read       every stored chunk of X read and decoded once through the source's reader, on the
@@ -42,6 +45,19 @@ with ThreadPoolExecutor(n_cpus()) as pool:
 assert rows == src.n_rows()
 """
 
+CLASSIFIER = """
+import sys
+import numpy as np
+import zarr
+from streamridge import StreamRidgeClassifierCV
+from streamridge.model_io import save_model
+g = zarr.open_group(sys.argv[1], mode="r")
+X, y = g["X"][:200_000], g["y"][:200_000]
+k = int(sys.argv[3])
+labels = np.digitize(y, np.quantile(y, np.arange(1, k) / k))
+save_model(StreamRidgeClassifierCV(cv=5).fit(X, labels), sys.argv[2])
+"""
+
 
 def once(argv: list[str], root: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one run in a fresh interpreter."""
@@ -63,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-rows", type=int, default=50_000)
     p.add_argument("--baseline", type=Path, default=None, help="another checkout, measured alternately")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--classes", type=int, default=0, help="a classifier of this many classes; predict --scores")
     a = p.parse_args(argv)
     sys.path.insert(0, str(REPO / "scripts"))
     if not os.path.exists(a.store):
@@ -71,13 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         write(a.store, a.rows, a.features, chunk_rows=a.chunk_rows)
     work = tempfile.mkdtemp(prefix="bench-predict-")
     model, out = os.path.join(work, "m.npz"), os.path.join(work, "p.zarr")
-    subprocess.run([sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--out", model, "--quiet"],
-                   cwd=REPO, check=True)
+    if a.classes:
+        subprocess.run([sys.executable, "-c", CLASSIFIER, a.store, model, str(a.classes)], cwd=REPO, check=True)
+    else:
+        subprocess.run([sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--out", model, "--quiet"],
+                       cwd=REPO, check=True)
     roots = [REPO] + ([a.baseline.resolve()] if a.baseline else [])
     commands = {
         "read": [sys.executable, "-c", READ, a.store],
         "predict": [sys.executable, "-m", "streamridge", "predict", "--model", model, "--data", a.store, "--out", out,
-                    "--overwrite", "--quiet"],
+                    "--overwrite", "--quiet", *(["--scores"] if a.classes else [])],
     }
     runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     print(f"store {a.store}, load average at start {os.getloadavg()[0]:.2f}; best of {a.repeats}")

@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .cli_output import emit
@@ -18,106 +19,182 @@ if TYPE_CHECKING:
 
 
 class _RowBatches:
-    """Array-like of rows computed a batch of row chunks at a time, in the calling thread's order.
+    """The rows of one or more outputs, computed together a batch of row chunks at a time.
 
-    The writer (``write_zarr`` / ``write_hdf5``) asks for consecutive row slices
-    in the calling thread; each miss computes the next ``batch_chunks`` chunks
-    (``compute(start, stop)`` of chunk boundaries, in parallel) and keeps them
-    until they are consumed; a slice across the end of a batch keeps its rows
-    already computed, so no chunk is computed twice.  Workers only compute, so
-    a failure never races with writes into the output.
+    ``compute(start, stop)`` (chunk boundaries) returns one array per output,
+    computed in parallel from one read of those rows; :meth:`output` gives each
+    output as an array-like.  The writers (``write_zarr`` / ``write_hdf5``) ask
+    for consecutive row slices in the calling thread, the same rows of every
+    output in turn; each miss takes the next ``batch_chunks`` chunks and keeps
+    them until they are consumed; a slice across the end of a batch keeps its
+    rows already computed, so no chunk is computed (nor read) twice.  With
+    :meth:`read_ahead`, the batch after the one taken is computed while the
+    writer writes.  Workers only compute, so a failure never races with writes
+    into the output.
     """
 
     def __init__(
-        self, compute: Any, shape: tuple[int, ...], dtype: Any, row_chunks: tuple[int, ...], *, batch_chunks: int,
-        tick: Any = None,
+        self, compute: Any, shapes: list[tuple[int, ...]], dtypes: list[Any], row_chunks: tuple[int, ...], *,
+        batch_chunks: int, tick: Any = None,
     ) -> None:
         import numpy as np
 
         self._compute = compute
-        self.shape = shape
-        self.dtype = np.dtype(dtype)
-        self.ndim = len(self.shape)
+        self._outputs = [_Rows(self, i, shape, np.dtype(dtype)) for i, (shape, dtype) in enumerate(zip(shapes, dtypes))]
+        self._n = int(shapes[0][0])
         self._bounds = np.cumsum((0, *row_chunks))
         self._batch = max(1, batch_chunks)
         self._tick = tick
-        self._start, self._block = 0, np.empty((0, *self.shape[1:]), dtype=self.dtype)
+        self._start = 0
+        self._blocks = [np.empty((0, *out.shape[1:]), dtype=out.dtype) for out in self._outputs]
+        self._ahead: Any = None  # an executor of one thread
+        self._pending: Any = None  # ((lo, hi), future) of the batch computed ahead
 
-    def __getitem__(self, key: Any) -> np.ndarray:
+    def output(self, i: int) -> _Rows:
+        """Output ``i`` as an array-like of its rows (``shape``, ``dtype``, consecutive slices)."""
+        return self._outputs[i]
+
+    def read_ahead(self, executor: Any) -> None:
+        """Compute the next batch on ``executor`` (one thread) while the current one is written.
+
+        Memory: the outputs of two batches.  The caller shuts the executor down
+        (waiting for a batch in flight) before whatever ``compute`` uses.
+        """
+        self._ahead = executor
+
+    def rows(self, i: int, key: Any) -> np.ndarray:
+        """Rows ``key`` (a slice) of output ``i``."""
         import numpy as np
 
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("rows are read as consecutive slices")
-        start, stop, _ = key.indices(self.shape[0])
-        end = self._start + self._block.shape[0]  # a chunk boundary
+        start, stop, _ = key.indices(self._n)
+        end = self._start + self._blocks[0].shape[0]  # a chunk boundary
         if not (self._start <= start and stop <= end):
             keep = self._start <= start < end  # a slice across the batch's end: its cached rows are kept
-            first = int(np.searchsorted(self._bounds, end if keep else start, side="right")) - 1
-            last = max(min(first + self._batch, len(self._bounds) - 1), int(np.searchsorted(self._bounds, stop)))
-            lo, hi = int(self._bounds[first]), int(self._bounds[last])
-            new = np.asarray(self._compute(lo, hi))
+            lo = int(self._bounds[int(np.searchsorted(self._bounds, end if keep else start, side="right")) - 1])
+            hi, new = self._take(lo, max(self._batch_end(lo), int(self._bounds[np.searchsorted(self._bounds, stop)])))
             if keep:
-                self._start, self._block = start, np.concatenate([self._block[start - self._start :], new])
+                self._blocks = [np.concatenate([b[start - self._start :], a]) for b, a in zip(self._blocks, new)]
+                self._start = start
             else:
-                self._start, self._block = lo, new
+                self._start, self._blocks = lo, new
             if self._tick is not None:
                 self._tick(hi - lo)
-        return self._block[start - self._start : stop - self._start]
+            if self._ahead is not None and hi < self._n:
+                self._pending = ((hi, self._batch_end(hi)), self._ahead.submit(self._compute, hi, self._batch_end(hi)))
+        return self._blocks[i][start - self._start : stop - self._start]
+
+    def _batch_end(self, lo: int) -> int:
+        """The chunk boundary ``batch_chunks`` chunks after the boundary ``lo`` (or the end)."""
+        import numpy as np
+
+        first = int(np.searchsorted(self._bounds, lo))
+        return int(self._bounds[min(first + self._batch, len(self._bounds) - 1)])
+
+    def _take(self, lo: int, hi: int) -> tuple[int, list[np.ndarray]]:
+        """``(stop, arrays)`` of rows ``lo`` to at least ``hi``: the batch computed ahead where it starts at ``lo``."""
+        import concurrent.futures
+
+        import numpy as np
+
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            (plo, phi), future = pending
+            if plo == lo:
+                got = [np.asarray(a) for a in future.result()]
+                if phi >= hi:
+                    return phi, got
+                rest = [np.asarray(a) for a in self._compute(phi, hi)]
+                return hi, [np.concatenate([a, b]) for a, b in zip(got, rest)]
+            concurrent.futures.wait([future])  # not the rows asked for: done with before computing them
+        return hi, [np.asarray(a) for a in self._compute(lo, hi)]
 
 
-def _dask_batches(array: Any, *, batch_chunks: int, tick: Any) -> _RowBatches:
-    """Rows of a dask array (the predictions of a feature map, or of rows with series ids)."""
-    import numpy as np
+class _Rows:
+    """One output of a :class:`_RowBatches`."""
+
+    def __init__(self, batches: _RowBatches, index: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        self._batches, self._index = batches, index
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._batches.rows(self._index, key)
+
+
+def _dask_batches(arrays: list[Any], *, batch_chunks: int, tick: Any) -> _RowBatches:
+    """Rows of dask arrays of the same row chunks (the predictions of a feature map, or of rows with series
+    ids; and the scores), each batch computed in one graph: X read once for all."""
+    import dask
 
     return _RowBatches(
-        lambda lo, hi: array[lo:hi].compute(), tuple(int(n) for n in array.shape), np.dtype(array.dtype),
-        tuple(int(c) for c in array.chunks[0]), batch_chunks=batch_chunks, tick=tick,
+        lambda lo, hi: dask.compute(*(a[lo:hi] for a in arrays)), [tuple(int(n) for n in a.shape) for a in arrays],
+        [a.dtype for a in arrays], tuple(int(c) for c in arrays[0].chunks[0]), batch_chunks=batch_chunks, tick=tick,
     )
 
 
 def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int, tick: Any) -> _RowBatches:
     """``rows_fn`` of X's rows read through the source's reader, a block of whole stored chunks per thread.
 
-    No dask, and every stored chunk of X is decoded once per output array (the
-    source's row chunks may cut a stored chunk in parts: 50,000-row chunks were
-    decoded three times through the dask views).  A block is about one of the
-    source's row chunks (its memory budget), or one stored chunk where that is
-    larger; a thread per core holds one, or fewer threads where blocks are so
-    large that two of them would exceed ``PREFETCH_BYTES`` (a 400 MB stored
-    chunk: one thread).  ``rows_fn`` converts rows a tile at a time, so a block
-    is never copied as float64.  The threads are shut down by ``stack`` (an
-    ``ExitStack``).
+    No dask, and every stored chunk of X is decoded once (the source's row
+    chunks may cut a stored chunk in parts: 50,000-row chunks were decoded
+    three times through the dask views).  ``rows_fn`` returns a tuple of
+    arrays, one per output (the predictions, and the scores).  A block is about
+    one of the source's row chunks (its memory budget), or one stored chunk
+    where that is larger; a thread per core holds one, or fewer threads where
+    blocks are so large that two of them would exceed ``PREFETCH_BYTES`` (a
+    400 MB stored chunk: one thread), and BLAS has the cores left to each
+    thread.  ``rows_fn`` converts rows a tile at a time, so a block is never
+    copied as float64.  The threads are shut down, and BLAS's threads
+    restored, by ``stack`` (an ``ExitStack``).
     """
     import bisect
-    from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
 
-    from .parallel import n_cpus
+    from .parallel import blas_controller, n_cpus
     from .partitions import PREFETCH_BYTES, block_ranges
 
     readers, lo = source.pass_readers()
     reader = readers["X"]
     n = source.n_rows()
     step = source.row_chunks()[0]
-    empty = rows_fn(np.empty((0, source.n_features()), dtype=reader.dtype))  # the outputs' dtype and width
+    empty = rows_fn(np.empty((0, source.n_features()), dtype=reader.dtype))  # the outputs' dtypes and widths
     blocks = [(a - lo, b - lo) for a, b in block_ranges(reader, lo, lo + n, step)]
     block_bytes = max(b - a for a, b in blocks) * source.n_features() * np.dtype(reader.dtype).itemsize
     workers = n_cpus() if 2 * block_bytes <= PREFETCH_BYTES else max(1, min(n_cpus(), PREFETCH_BYTES // block_bytes))
     pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
+    # the products on the threads' cores: threaded BLAS beside them took 1.8x the time (10 classes' scores)
+    stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
 
-    def one(a: int, b: int) -> np.ndarray:
-        return rows_fn(reader.read(lo + a, lo + b))
+    def one(a: int, b: int) -> tuple[np.ndarray, ...]:
+        return tuple(rows_fn(reader.read(lo + a, lo + b)))
 
     bounds = np.cumsum((0, *(b - a for a, b in blocks))).tolist()
 
-    def compute(a: int, b: int) -> np.ndarray:  # a and b are block boundaries
+    def compute(a: int, b: int) -> list[np.ndarray]:  # a and b are block boundaries
         cuts = bounds[bisect.bisect_left(bounds, a) : bisect.bisect_left(bounds, b) + 1]
         parts = list(pool.map(one, cuts[:-1], cuts[1:]))
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
 
     chunks = tuple(b - a for a, b in blocks)
-    return _RowBatches(compute, (n, *empty.shape[1:]), empty.dtype, chunks, batch_chunks=batch_chunks, tick=tick)
+    return _RowBatches(
+        compute, [(n, *e.shape[1:]) for e in empty], [e.dtype for e in empty], chunks, batch_chunks=batch_chunks,
+        tick=tick,
+    )
+
+
+def _rows_fn(model: Any, scores: bool) -> Any:
+    """Rows of X to ``(predictions,)``, or ``(predictions, scores)`` from one product (a classifier's labels
+    are those of its scores)."""
+    if not scores:
+        return lambda X: (model._predict_rows(X),)
+
+    def both(X: Any) -> tuple[Any, Any]:
+        decision = model._decision_rows(X)
+        return model._labels_of(decision), decision
+
+    return both
 
 
 def _progress(enabled: bool, total: int) -> Any:
@@ -148,23 +225,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
     n = source.n_rows()
     batch = 4 * (os.cpu_count() or 1)
     write = write_hdf5 if out.lower().endswith((".h5", ".hdf5")) else write_zarr
+    scores = classifier and args.scores
     with contextlib.ExitStack() as stack:  # the progress bar and the reading threads, closed on any exit
-        bar = _progress(not (args.quiet or args.json), n * (2 if classifier and args.scores else 1))
+        bar = _progress(not (args.quiet or args.json), n)
         if bar is not None:
             stack.callback(bar.close)
         tick = None if bar is None else bar.update
         if getattr(model, "features_", None) is None and args.groups is None:  # rows through the reader: no dask
-            fns = (model._predict_rows, model._decision_rows if classifier and args.scores else None)
-            values = [None if f is None else _reader_batches(source, f, stack, batch_chunks=batch, tick=tick) for f in fns]
+            batches = _reader_batches(source, _rows_fn(model, scores), stack, batch_chunks=batch, tick=tick)
         else:  # a feature map (series ids for a stateful one): the dask views
             groups = None if args.groups is None else open_source(
                 args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False,
                 storage_options=args.storage_options,
             ).groups
             extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
-            pred = model.predict(source.X, *extra)
-            scores = model.decision_function(source.X, *extra) if classifier and args.scores else None
-            values = [None if a is None else _dask_batches(a, batch_chunks=batch, tick=tick) for a in (pred, scores)]
+            if scores:
+                decision = model.decision_function(source.X, *extra)
+                arrays = [model._labels_of(decision), decision]
+            else:
+                arrays = [model.predict(source.X, *extra)]
+            batches = _dask_batches(arrays, batch_chunks=batch, tick=tick)
+        # the next batch computed while this one is written; shut down (LIFO) before the reading threads
+        batches.read_ahead(stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="streamridge-ahead")))
+        values = [batches.output(0), batches.output(1) if scores else None]
         shape = values[0].shape  # type: ignore[union-attr]
         t0 = time.perf_counter()
         with warnings.catch_warnings(), Transaction() as tx, tx.writing(out) as tmp:
@@ -186,9 +269,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         emit(facts, as_json=True)
     elif not args.quiet:
-        arrays = " and ".join(facts["arrays"])
+        written = " and ".join(facts["arrays"])
         print(
-            f"wrote {arrays} of shape {tuple(shape)} for {n:,} rows to {out} "
+            f"wrote {written} of shape {tuple(shape)} for {n:,} rows to {out} "
             f"in {seconds:.3g} s ({n / max(seconds, 1e-9):,.0f} rows/s)"
         )
     return 0

@@ -160,16 +160,19 @@ def test_predict_two_targets(tmp_path, rng, capsys):
     np.testing.assert_allclose(values, load_model(model).predict(X), rtol=1e-12)
 
 
+@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("chunk_rows, budget", [(None, 256 * 2**20), (120, 256 * 2**20), (900, 256 * 2**20), (None, 64 * 500)])
-def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget):
+def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget, ahead):
     """Predictions through the reader equal the estimator's, whatever the source's row chunks (smaller
-    than the stored chunks, larger, or a budget below one stored chunk), and decode every stored chunk once."""
+    than the stored chunks, larger, or a budget below one stored chunk), and decode every stored chunk
+    once, with the next batch computed ahead or not."""
     import contextlib
+    from concurrent.futures import ThreadPoolExecutor
 
     from zarr.storage import LocalStore
 
     from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
-    from streamridge.cli_predict import _reader_batches
+    from streamridge.cli_predict import _reader_batches, _rows_fn
 
     from .test_partitions import CountingStore
 
@@ -178,20 +181,108 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=500)
     store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
     src = open_source(zarr.open_group(store, mode="r"), y=None, require_y=False, chunk_rows=chunk_rows, memory_budget=budget)
-    for est, fn in [
-        (StreamRidgeCV(cv=3).fit(X, y), "_predict_rows"),
-        (StreamRidgeClassifierCV(cv=3).fit(X, np.digitize(y, np.quantile(y, [0.3, 0.6]))), "_predict_rows"),
-        (StreamRidgeClassifierCV(cv=3).fit(X, y > np.median(y)), "_decision_rows"),
+    three = np.digitize(y, np.quantile(y, [0.3, 0.6]))
+    for est, scores in [
+        (StreamRidgeCV(cv=3).fit(X, y), False),
+        (StreamRidgeClassifierCV(cv=3).fit(X, three), False),
+        (StreamRidgeClassifierCV(cv=3).fit(X, three), True),
+        (StreamRidgeClassifierCV(cv=3).fit(X, y > np.median(y)), True),
     ]:
         store.reads.clear()
         with contextlib.ExitStack() as stack:
-            out = _reader_batches(src, getattr(est, fn), stack, batch_chunks=2, tick=None)
-            step = src.row_chunks()[0]  # the writer's slices
-            got = np.concatenate([out[s : s + step] for s in range(0, 3000, step)])
-        ref = est.predict(X) if fn == "_predict_rows" else est.decision_function(X)
-        assert out.shape == ref.shape and out.dtype == ref.dtype
-        np.testing.assert_allclose(got, ref, rtol=1e-12) if got.dtype.kind == "f" else np.testing.assert_array_equal(got, ref)
+            batches = _reader_batches(src, _rows_fn(est, scores), stack, batch_chunks=2, tick=None)
+            if ahead:
+                batches.read_ahead(stack.enter_context(ThreadPoolExecutor(1)))
+            outs = [batches.output(i) for i in range(2 if scores else 1)]
+            step = src.row_chunks()[0]  # the writer's slices: the same rows of every output in turn
+            got = [[], []]
+            for s in range(0, 3000, step):
+                for i, out in enumerate(outs):
+                    got[i].append(out[s : s + step])
+        refs = [est.predict(X)] + ([est.decision_function(X)] if scores else [])
+        for out, parts, ref in zip(outs, got, refs):
+            values = np.concatenate(parts)
+            assert out.shape == ref.shape and out.dtype == ref.dtype
+            if ref.dtype.kind == "f":
+                np.testing.assert_allclose(values, ref, rtol=1e-12)
+            else:
+                np.testing.assert_array_equal(values, ref)
         assert store.chunk_reads("X") == {f"X/c/{k}/0": 1 for k in range(6)}
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("step", [1, 7, 40, 130, 1000])
+def test_row_batches_compute_each_row_once(step, ahead):
+    """Consecutive slices of any size (within a chunk, across batches, longer than a batch) of two outputs
+    in turn: the rows asked for, each chunk computed once; a slice out of order is recomputed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamridge.cli_predict import _RowBatches
+
+    chunks = (30, 30, 25, 50, 1, 64)
+    n = sum(chunks)
+    values = np.arange(n * 2.0).reshape(n, 2)
+    calls = []
+
+    def compute(lo, hi):
+        calls.append((lo, hi))
+        return values[lo:hi] * 10, values[lo:hi, 0].astype(np.int64)
+
+    batches = _RowBatches(compute, [(n, 2), (n,)], [np.float64, np.int64], chunks, batch_chunks=2)
+    with ThreadPoolExecutor(1) as pool:
+        if ahead:
+            batches.read_ahead(pool)
+        a, b = batches.output(0), batches.output(1)
+        got = [(a[s : s + step], b[s : s + step]) for s in range(0, n, step)]
+        computed = sorted(r for lo, hi in calls for r in range(lo, hi))
+        np.testing.assert_array_equal(a[10:20], values[10:20] * 10)  # back to the start: recomputed
+        np.testing.assert_array_equal(b[100:110], values[100:110, 0])
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), values * 10)
+    np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), values[:, 0])
+    assert computed == list(range(n))
+    assert a.shape == (n, 2) and b.dtype == np.int64 and b.ndim == 1
+
+
+@pytest.mark.parametrize("name", ["p.zarr", "p.h5"])
+@pytest.mark.parametrize("groups", [False, True])
+def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, groups):
+    """``--scores`` takes predictions and scores from one read of X: through the reader, and through the
+    dask views (``--groups``); the labels are those of the scores."""
+    import h5py
+
+    from streamridge.sources import _zarr
+
+    X = rng.standard_normal((600, 4))
+    labels = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
+    store = write_zarr(tmp_path / "c.zarr", X, labels, np.repeat(np.arange(6), 100), chunk_rows=128)
+    model, preds = tmp_path / "m.npz", tmp_path / name
+    assert run(capsys, "fit", "--data", store, "--out", model, "--classify", "--quiet")[0] == 0
+    reads = []
+    original = _zarr.ZarrReader.read
+
+    def counting(self, start, stop):
+        if len(self.shape) == 2:  # X
+            reads.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(_zarr.ZarrReader, "read", counting)
+    extra = ["--groups", "groups"] if groups else []
+    code, _, err = run(
+        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--scores", "--chunk-rows", "100", *extra
+    )
+    assert code == 0, err
+    rows = sorted(r for a, b in reads for r in range(a, b))
+    assert rows == list(range(600))  # every row of X read once
+    if name.endswith(".h5"):
+        with h5py.File(preds, "r") as f:
+            labels, scores = f["predictions"][:], f["scores"][:]
+    else:
+        group = zarr.open_group(str(preds), mode="r")
+        labels, scores = group["predictions"][:], group["scores"][:]
+    est = load_model(model)
+    X = open_source(store).X.compute()
+    np.testing.assert_allclose(scores, est.decision_function(X), rtol=1e-12)
+    np.testing.assert_array_equal(labels, est.predict(X))
 
 
 @pytest.mark.parametrize("path", ["reader", "dask"])

@@ -622,11 +622,43 @@ def test_write_is_atomic_and_replaces(tmp_path: Path, rng: np.random.Generator) 
 
 
 def test_write_dask_input(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Dask arrays, alone or beside NumPy ones, are written whole."""
     d = _data(rng)
-    write_zarr(tmp_path / "s.zarr", da.from_array(d["X"], chunks=33), da.from_array(d["y"], chunks=50))
-    write_hdf5(tmp_path / "s.h5", da.from_array(d["X"], chunks=33), d["y"])
-    for name in ("s.zarr", "s.h5"):
-        np.testing.assert_array_equal(open_source(str(tmp_path / name)).X.compute(), d["X"])
+    X = da.from_array(d["X"], chunks=33)
+    write_zarr(tmp_path / "a.zarr", X, da.from_array(d["y"], chunks=50))
+    write_zarr(tmp_path / "b.zarr", X, d["y"], d["groups"], da.from_array(d["w"], chunks=71), chunk_rows=40)
+    write_hdf5(tmp_path / "c.h5", X, d["y"], d["groups"], d["w"], chunk_rows=40)
+    for name in ("a.zarr", "b.zarr", "c.h5"):
+        names = {"groups": "groups", "sample_weight": "sample_weight"} if name != "a.zarr" else {}
+        source = open_source(str(tmp_path / name), **names)
+        np.testing.assert_array_equal(source.X.compute(), d["X"])
+        np.testing.assert_array_equal(source.y.compute(), d["y"])
+        if name != "a.zarr":
+            np.testing.assert_array_equal(source.groups.compute(), d["groups"])
+            np.testing.assert_array_equal(source.sample_weight.compute(), d["w"])
+
+
+def test_writers_take_the_same_rows_of_every_array_in_turn(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A stored chunk of every array before the next rows: values computed together (``predict --scores``)
+    are asked for the same rows in a row."""
+    d = _data(rng)
+    asked: list[tuple[str, int]] = []
+
+    class Recording:
+        def __init__(self, name: str, a: np.ndarray) -> None:
+            self.name, self.a, self.shape, self.dtype, self.ndim = name, a, a.shape, a.dtype, a.ndim
+
+        def __getitem__(self, key: slice) -> np.ndarray:
+            asked.append((self.name, key.start))
+            return self.a[key]
+
+    for writer, name in [(write_zarr, "s.zarr"), (write_hdf5, "s.h5")]:
+        asked.clear()
+        writer(tmp_path / name, Recording("X", d["X"]), Recording("y", d["y"]), chunk_rows=40)
+        assert asked == [(role, s) for s in range(0, N_ROWS, 40) for role in ("X", "y")]
+        source = open_source(str(tmp_path / name))
+        np.testing.assert_array_equal(source.X.compute(), d["X"])
+        np.testing.assert_array_equal(source.y.compute(), d["y"])
 
 
 def test_processes_scheduler_reads_hdf5(tmp_path: Path, rng: np.random.Generator) -> None:

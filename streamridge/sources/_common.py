@@ -251,6 +251,22 @@ def default_chunk_rows(X: Any) -> int:
     return max(1, min(int(X.shape[0]) or 1, (4 * 2**20) // max(row_bytes, 1)))
 
 
+def row_blocks(values: Sequence[Any], rows: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``(index, start, block)`` of every value's rows, ``rows`` at a time, the values taken in turn.
+
+    The writers fill their arrays from this: rows ``start .. start + rows - 1``
+    of every value before the next rows, so values that compute their rows
+    together (the predictions and scores of ``streamridge predict``, one read of
+    X) are asked for the same rows in a row.  A dask block is computed; all
+    values have the same number of rows.
+    """
+    n = int(values[0].shape[0]) if values else 0
+    for start in range(0, n, rows):
+        for i, value in enumerate(values):
+            block = value[start : start + rows]
+            yield i, start, block.compute() if is_dask_array(block) else np.asarray(block)
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], *, overwrite: bool) -> Iterator[str]:
     """Yield a temporary sibling of ``path`` to write into; move it into place on success.

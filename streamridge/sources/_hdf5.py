@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 
 from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
+from ._common import ROLES, atomic_path, default_chunk_rows, row_blocks
 from ._h5direct import chunk_table, direct_layout, read_rows
 from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
 from ._url import is_url, remote_errors
@@ -281,6 +281,7 @@ def write_hdf5(
     attrs = {"X": {"feature_names": feature_names}, "y": {"target_names": target_names}}
     with atomic_path(path, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as file:
         file.attrs.update(root_attrs or {})
+        datasets, filled = [], []
         for role, value in values.items():
             if value is None:
                 continue
@@ -289,6 +290,11 @@ def write_hdf5(
             for key, names_ in attrs.get(role, {}).items():
                 if names_ is not None:
                     dataset.attrs[key] = [str(n) for n in names_]
+            datasets.append(dataset)
+            filled.append(value)
+        step = min(rows, max(int(X.shape[0]), 1))
+        for i, start, block in row_blocks(filled, step):  # a chunk of every dataset at a time
+            datasets[i][start : start + step] = block.astype(object) if datasets[i].dtype.kind == "O" else block
     return os.path.abspath(os.fspath(path))
 
 
@@ -298,10 +304,4 @@ def _create(file: h5py.File, name: str, value: Any, rows: int, compression: str 
     if dtype.kind in "UO":
         dtype = h5py.string_dtype()
     chunks = (min(rows, max(shape[0], 1)), *shape[1:]) if shape[0] else None
-    dataset = file.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, compression=compression)
-    step = chunks[0] if chunks else 1
-    for start in range(0, shape[0], step):
-        block = value[start : start + step]
-        block = block.compute() if is_dask_array(block) else np.asarray(block)
-        dataset[start : start + step] = block.astype(object) if dtype.kind == "O" else block
-    return dataset
+    return file.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, compression=compression)

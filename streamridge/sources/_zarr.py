@@ -13,7 +13,7 @@ import numpy as np
 import zarr
 
 from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array
+from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array, row_blocks
 from ._protocol import ArrayReader, Container, RowGrid
 from ._url import remote_errors
 from ._zstream import decode_pieces, direct_codec, read_rows, stream_chunk, stream_codec
@@ -330,6 +330,7 @@ def write_zarr(
     with atomic_path(path, overwrite=overwrite) as tmp:
         root = zarr.open_group(tmp, mode="w", zarr_format=zarr_format)  # type: ignore[arg-type]
         root.attrs.update(root_attrs or {})
+        targets = []
         for role, value in values.items():
             if value is None:
                 continue
@@ -337,25 +338,33 @@ def write_zarr(
             parent, _, leaf = name.rpartition("/")
             grp = root.require_group(parent) if parent else root
             meta = {k: list(v) for k, v in attrs.get(role, {}).items() if v is not None}
-            _write_array(grp, leaf, value, rows, meta)
+            targets.append((_create_array(grp, leaf, value, rows, meta), value))
+        _fill(targets)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # consolidated metadata is not yet in the v3 spec
             zarr.consolidate_metadata(tmp)
     return os.path.abspath(os.fspath(path))
 
 
-def _write_array(grp: Any, name: str, value: Any, rows: int, attrs: dict[str, Any]) -> None:
+def _create_array(grp: Any, name: str, value: Any, rows: int, attrs: dict[str, Any]) -> Any:
     shape = tuple(value.shape)
-    dtype = np.dtype(value.dtype)
     chunks = (min(rows, max(shape[0], 1)), *shape[1:])
-    arr = grp.create_array(name, shape=shape, dtype=dtype, chunks=chunks, attributes=attrs)
-    if is_dask_array(value):
+    return grp.create_array(name, shape=shape, dtype=np.dtype(value.dtype), chunks=chunks, attributes=attrs)
+
+
+def _fill(targets: list[tuple[Any, Any]]) -> None:
+    """Write every value into its zarr array: dask values by one ``da.store``, the others a stored chunk
+    of every array at a time (:func:`~streamridge.sources._common.row_blocks`)."""
+    lazy = [(arr, value) for arr, value in targets if is_dask_array(value)]
+    if lazy:
         import dask.array as da
 
-        da.store(value.rechunk({0: chunks[0]}), arr, lock=False)
-        return
-    for start in range(0, shape[0], chunks[0]):
-        arr[start : start + chunks[0]] = np.asarray(value[start : start + chunks[0]])
+        da.store([v.rechunk({0: a.chunks[0]}) for a, v in lazy], [a for a, _ in lazy], lock=False)
+    rest = [(arr, value) for arr, value in targets if not is_dask_array(value)]
+    if rest:
+        step = rest[0][0].chunks[0]
+        for i, start, block in row_blocks([v for _, v in rest], step):
+            rest[i][0][start : start + step] = block
 
 
 def _over_network(array: Any) -> bool:
