@@ -2,7 +2,7 @@
 
 A stateful map (reservoirs, delays, a Pipeline or Concat holding one) carries its
 state along each series, so the metric pass cannot map chunks independently as it
-does for a stateless map (:func:`streamridge.metric_pass.metric_chunk`).  It runs
+does for a stateless map (:class:`streamridge.metric_pass.MetricKernel`).  It runs
 the lanes of the statistics pass instead (:func:`streamridge.features.plan.lane_calls`:
 the same lanes, lane groups and warm-up prefixes, so every row gets the features the
 statistics pass saw, washout rows left out), hands every mapped piece of rows to

@@ -3,27 +3,28 @@
 After the statistics pass and model selection, the per-fold models of every
 lambda on the grid (and, with ``rescore``, of several feature sets) are known
 from the statistics alone (:func:`fold_models`).  One more streamed pass
-scores them: every chunk's rows are assigned to their fold exactly as in the
-statistics pass, fold k's M models are applied to fold k's rows only, and the
-chunk's :mod:`streamridge.metrics` tally is merged into the total.  Cost per
-row: M T N multiply-adds (the statistics pass: N^2).
+scores them: every row is assigned to its fold exactly as in the statistics
+pass, fold k's M models are applied to fold k's rows only, and the rows'
+:mod:`streamridge.metrics` tally is added up.  Cost per row: M T N
+multiply-adds (the statistics pass: N^2).
 
-The pass reuses the statistics pass's machinery through one small hook:
-:func:`run_tally_pass` takes a chunk kernel and a merge, runs the kernel on
-every chunk with :func:`streamridge.executors.reduce_partitions` on any scheduler
-(:mod:`streamridge.scheduling`) and merges the results in chunk order with a
-binary-counter tree, so the result for a given chunking does not depend on the
-scheduler or the worker count, and memory does not grow with the row count.
+The pass is the statistics pass with another partition kernel
+(:class:`MetricKernel`, the protocol of :class:`streamridge.stream.StatsKernel`):
+the same partitions, each stored chunk read once, large ones decoded in pieces,
+partition tallies merged by the same fixed tree on the workers
+(:func:`streamridge.stream.plan_source`, :func:`streamridge.stream.run_plan`), so
+the result for a given partitioning does not depend on the scheduler or the
+worker count, and memory does not grow with the row count.
 
 With a feature map the models apply to the mapped rows: a stateless map maps each
-chunk in :func:`metric_chunk`; a stateful one (state carried along each series)
+sub-block in :meth:`MetricKernel.add`; a stateful one (state carried along each series)
 runs the lanes of the statistics pass (:mod:`streamridge.metric_lanes`), and both
 tally through :func:`tally_rows`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,28 +165,48 @@ def _finite_rows(*arrays: np.ndarray | None) -> np.ndarray | None:
     return keep
 
 
-def metric_chunk(
-    X: np.ndarray,
-    y: np.ndarray,
-    groups: np.ndarray | None,
-    weights: np.ndarray | None,
-    row_start: int,
-    spec: PassSpec,
-    plan: MetricPlan,
-) -> Tally:
-    """Tally of the rows ``row_start .. row_start + len(X) - 1`` (pure function; folds as the statistics pass).
+class MetricKernel:
+    """The metric pass's partition kernel: rows -> the tally of fold k's models on fold k's rows.
 
-    With a (stateless) feature map in ``spec`` the models apply to the mapped rows, as in the statistics pass.
+    The protocol of :class:`streamridge.stream.StatsKernel`: ``start()``,
+    ``add(acc, X, y, groups, weights, row_start)`` (in place), ``finish(acc)``
+    and ``merge(a, b)``.  With a (stateless) feature map in ``spec`` the
+    models apply to the mapped rows, as in the statistics pass.
+
+    Parameters
+    ----------
+    spec : PassSpec
+        The statistics pass's (folds, classes, targets, feature map).
+    plan : MetricPlan
     """
-    if spec.features is not None:
-        g = None if groups is None else np.asarray(groups).reshape(-1)
-        with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
-            X, _ = spec.features.apply_chunk(
-                np.asarray(X, dtype=np.float64), row_start, g, spec.features.init_state()
-            )
-    tally = plan.empty()
-    tally_rows(tally, X, y, groups, weights, row_start, spec, plan)
-    return tally
+
+    def __init__(self, spec: PassSpec, plan: MetricPlan) -> None:
+        self.spec, self.plan = spec, plan
+
+    def start(self) -> Tally:
+        """The zero tally."""
+        return self.plan.empty()
+
+    def add(
+        self, acc: Tally, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int
+    ) -> None:
+        """Add the rows ``row_start ..`` of one sub-block."""
+        features = self.spec.features
+        if features is not None:
+            g = None if groups is None else np.asarray(groups).reshape(-1)
+            with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
+                X, _ = features.apply_chunk(np.asarray(X, dtype=np.float64), row_start, g, features.init_state())
+        tally_rows(acc, X, y, groups, weights, row_start, self.spec, self.plan)
+
+    @staticmethod
+    def finish(acc: Tally) -> Tally:
+        """The partition's tally."""
+        return acc
+
+    @staticmethod
+    def merge(a: Tally, b: Tally) -> Tally:
+        """Two tallies' merge (``a``'s rows before ``b``'s)."""
+        return a.merge(b)  # type: ignore[arg-type]
 
 
 def tally_rows(
@@ -253,66 +274,7 @@ def tally_rows(
                 tally.add_rows(int(k), target[rows], P, wk)
 
 
-# ---------------------------------------------------------------------- the pass (the hook)
-class _Calls(Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]]):
-    """``(blocks, (row_start, *args))`` of every chunk of a source, built when asked for."""
-
-    def __init__(self, source: Any, row_offset: int, args: tuple[Any, ...]) -> None:
-        chunks = [int(c) for c in source.X.chunks[0]]
-        self.source, self.args = source, args
-        self.starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, i: Any) -> Any:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        s = self.source
-        blocks = tuple(
-            None if a is None else (a.blocks[i] if a.ndim == 1 else a.blocks[i, 0])
-            for a in (s.X, s.y, s.groups, s.sample_weight)
-        )
-        return blocks, (int(self.starts[i]), *self.args)
-
-
-def run_tally_pass(
-    source: Any,
-    kernel: Callable[..., Any],
-    args: tuple[Any, ...],
-    merge: Callable[[Any, Any], Any],
-    base: Any,
-    *,
-    row_offset: int = 0,
-    scheduler: Any = None,
-    window: int | None = None,
-) -> Any:
-    """Run ``kernel(X, y, groups, weights, row_start, *args)`` on every chunk and merge in chunk order.
-
-    This is the pluggable hook on the pass machinery of :mod:`streamridge.stream`
-    (same chunks, schedulers and bounded window); ``base`` is the identity of ``merge``.
-    """
-    from .executors import reduce_partitions
-    from .scheduling import open_scheduler
-
-    calls = _Calls(source, row_offset, args)
-
-    def task_args(i: int) -> tuple[Any, ...]:
-        blocks, rest = calls[i]
-        return (kernel, blocks, *rest)
-
-    with open_scheduler(scheduler) as sched:
-        total = reduce_partitions(_chunk_call, task_args, len(calls), merge, sched, window=window)
-    return base if total is None else total
-
-
-def _chunk_call(kernel: Callable[..., Any], blocks: Sequence[Any], *args: Any) -> Any:
-    """Read one chunk's blocks and apply the kernel (the task of :func:`run_tally_pass`)."""
-    from .executors import materialize_all
-
-    return kernel(*materialize_all(blocks), *args)
-
-
+# ---------------------------------------------------------------------- the pass
 def metric_pass(
     source: Any,
     spec: PassSpec,
@@ -321,9 +283,11 @@ def metric_pass(
     row_offset: int = 0,
     scheduler: Any = None,
     window: int | None = None,
+    memory_budget: int | None = None,
 ) -> Tally:
     """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model.
 
+    The partitions of the statistics pass, each stored chunk read once (:class:`MetricKernel`).
     With a stateful feature map in ``spec`` the rows are mapped by the lanes of the
     statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order.
     """
@@ -333,17 +297,27 @@ def metric_pass(
         return metric_pass_lanes(
             source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window
         )
-    return run_tally_pass(
-        source,
-        metric_chunk,
-        (spec, plan),
-        _merge,
-        plan.empty(),
-        row_offset=row_offset,
-        scheduler=scheduler,
-        window=window,
+    import warnings
+
+    from .partitions import LargeChunkWarning
+    from .stream import _width, plan_source, run_plan
+
+    width = _width(source, spec)
+    empty = plan.empty()
+    with warnings.catch_warnings():  # the statistics pass warned of the same stored chunks
+        warnings.simplefilter("ignore", LargeChunkWarning)
+        readers, _, _, parts = plan_source(
+            source, n_cells=spec.scheme.n_folds, stats_bytes=_tally_bytes(empty), width=width,
+            memory_budget=memory_budget,
+        )
+    total = run_plan(
+        source, readers, parts, MetricKernel(spec, plan), row_offset=row_offset, scheduler=scheduler, window=window
     )
+    return empty if total is None else total
 
 
-def _merge(a: Tally, b: Tally) -> Tally:
-    return a.merge(b)  # type: ignore[arg-type]
+def _tally_bytes(tally: Tally) -> int:
+    """Bytes of a tally's arrays."""
+    import dataclasses
+
+    return sum(int(getattr(tally, f.name).nbytes) for f in dataclasses.fields(tally) if hasattr(getattr(tally, f.name), "nbytes"))

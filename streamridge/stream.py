@@ -348,22 +348,14 @@ def accumulate(
             checkpoint=checkpoint, checkpoint_every_s=checkpoint_every_s, window=window,
         )
     from .checkpoint import Checkpointer, fingerprint
-    from .executors import reduce_partitions
-    from .partitions import plan_pass, run_partition, task_plan
-    from .scheduling import describe, open_scheduler
+    from .scheduling import describe
 
-    readers, lo = _readers_of(source)
-    hi = lo + _x_shape(source)[0]
     N = _width(source, spec)
     kernel = kernel or _default_kernel(spec, N)
-    plan = plan_pass(
-        readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes, stats_bytes=_stats_bytes(spec, N),
-        memory_budget=memory_budget or default_memory_budget(), partition_rows=getattr(source, "partition_rows", None),
+    readers, lo, hi, plan = plan_source(
+        source, n_cells=spec.scheme.n_folds * spec.n_classes, stats_bytes=_stats_bytes(spec, N), width=N,
+        memory_budget=memory_budget,
     )
-    if N > _x_shape(source)[1]:  # a feature map widens the rows: sub-blocks sized by the mapped width
-        from .partitions import SUB_BLOCK_BYTES
-
-        plan = dataclasses.replace(plan, sub_rows=max(1, min(plan.sub_rows, SUB_BLOCK_BYTES // (8 * N))))
     done, ckpt, fp = 0, None, None
     stack: list[tuple[int, FoldStats]] = []
     if checkpoint is not None:
@@ -375,32 +367,20 @@ def accumulate(
     n = len(plan)
     bar = _progress_bar(progress, hi - lo, initial=plan.rows(done)[0] - lo if done < n else hi - lo)
 
-    workers, local = [1], [False]  # set when the scheduler is open
-
-    def args(i: int) -> tuple[Any, ...]:
-        a, b = plan.rows(i)
-        return _windowed(readers, a, b), a, b, task_plan(plan, i, done, n, workers[0], local=local[0]), kernel, row_offset + (a - lo)
-
     def on_done(i: int, snapshot: Any) -> None:
         a, b = plan.rows(i)
         bar(b - a)
         if ckpt is not None and fp is not None and i + 1 < n and ckpt.due():
             ckpt.save(snapshot(), i + 1, fp)
 
-    def name_error(i: int, exc: Exception) -> Exception:
-        a, b = plan.rows(i)
-        return _chunk_error(exc, source, row_offset + a - lo, b - a, i)
-
     t0 = time.perf_counter()
     try:
-        with open_scheduler(scheduler) as sched:
-            workers[0], local[0] = sched.n_workers, sched.local
-            total = reduce_partitions(
-                run_partition, args, n, kernel.merge, sched, first=done, stack=stack, window=window,
-                on_done=on_done, name_error=name_error,
-            )
-            if ckpt is not None and fp is not None and done < n:
-                ckpt.save(_final_stack(total), n, fp)
+        total = run_plan(
+            source, readers, plan, kernel, row_offset=row_offset, scheduler=scheduler, first=done, stack=stack,
+            window=window, on_done=on_done,
+        )
+        if ckpt is not None and fp is not None and done < n:
+            ckpt.save(_final_stack(total), n, fp)
     finally:
         bar(None)
     total = total if total is not None else FoldStats.zeros(spec.scheme.n_folds, spec.n_classes, N, spec.n_targets)
@@ -416,6 +396,78 @@ def accumulate(
     total.meta.pop("checkpoint", None)
     total.meta["rows_seen"] = row_offset + (hi - lo)
     return total
+
+
+def plan_source(
+    source: Any, *, n_cells: int, stats_bytes: int, width: int, memory_budget: int | None = None
+) -> tuple[dict[str, Any], int, int, Any]:
+    """``(readers, lo, hi, plan)``: the source's readers, their rows ``[lo, hi)`` and the partitions of a pass.
+
+    Parameters
+    ----------
+    source : Source
+    n_cells : int
+        Cells the kernel's rows go to (folds x classes).
+    stats_bytes : int
+        Bytes of one partition's result.
+    width : int
+        Features per row the kernel works on (a feature map's outputs): sub-blocks are sized by it.
+    memory_budget : int or None
+        Bytes one task may use (default :func:`default_memory_budget`).
+    """
+    from .partitions import SUB_BLOCK_BYTES, plan_pass
+
+    readers, lo = _readers_of(source)
+    hi = lo + _x_shape(source)[0]
+    plan = plan_pass(
+        readers, lo, hi, n_cells=n_cells, stats_bytes=stats_bytes,
+        memory_budget=memory_budget or default_memory_budget(), partition_rows=getattr(source, "partition_rows", None),
+    )
+    if width > _x_shape(source)[1]:  # a feature map widens the rows: sub-blocks sized by the mapped width
+        plan = dataclasses.replace(plan, sub_rows=max(1, min(plan.sub_rows, SUB_BLOCK_BYTES // (8 * width))))
+    return readers, lo, hi, plan
+
+
+def run_plan(
+    source: Any,
+    readers: dict[str, Any],
+    plan: Any,
+    kernel: Any,
+    *,
+    row_offset: int = 0,
+    scheduler: Any = None,
+    first: int = 0,
+    stack: Any = (),
+    window: int | None = None,
+    on_done: Callable[[int, Any], None] | None = None,
+) -> Any:
+    """Run ``kernel`` over the partitions ``first ..`` of ``plan`` and merge their results by the fixed tree.
+
+    Each partition's task reads its rows once (:func:`streamridge.partitions.run_partition`);
+    a failed task's error names its rows.  Returns the merged result (merged onto ``stack``),
+    or None where there was nothing to merge.
+    """
+    from .executors import reduce_partitions
+    from .partitions import run_partition, task_plan
+    from .scheduling import open_scheduler
+
+    lo, n = plan.lo, len(plan)
+    workers, local = [1], [False]  # set when the scheduler is open
+
+    def args(i: int) -> tuple[Any, ...]:
+        a, b = plan.rows(i)
+        return _windowed(readers, a, b), a, b, task_plan(plan, i, first, n, workers[0], local=local[0]), kernel, row_offset + (a - lo)
+
+    def name_error(i: int, exc: Exception) -> Exception:
+        a, b = plan.rows(i)
+        return _chunk_error(exc, source, row_offset + a - lo, b - a, i)
+
+    with open_scheduler(scheduler) as sched:
+        workers[0], local[0] = sched.n_workers, sched.local
+        return reduce_partitions(
+            run_partition, args, n, kernel.merge, sched, first=first, stack=stack, window=window, on_done=on_done,
+            name_error=name_error,
+        )
 
 
 def _width(source: Any, spec: PassSpec) -> int:

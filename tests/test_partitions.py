@@ -173,6 +173,40 @@ def test_dask_views_decode_each_stored_chunk_once(tmp_path: Path, target: int, p
     assert store.chunk_reads("X") == {f"X/c/{k}/0": parts for k in range(3)}
 
 
+@pytest.mark.parametrize("layout", [*LAYOUTS, "beyond the budget"])
+def test_metric_pass_reads_every_stored_chunk_once(tmp_path: Path, layout: str) -> None:
+    """The metric pass (``scoring=``, nested CV) runs on the statistics pass's partitions: each stored chunk
+    of X, y, groups and weights is read once, stored chunks beyond the budget too (the dask views cut
+    those, decoding each once per part: a 400 MB chunk was decoded 8 times), without a second warning;
+    the tally equals that of the rows in memory."""
+    from streamridge.forms import build_forms
+    from streamridge.metric_pass import _tally_bytes, make_plan, metric_pass, tally_rows
+
+    chunks = LAYOUTS.get(layout, {"X": 1500, "y": 1500, "groups": 3000, "sample_weight": 1500})
+    data = _write(tmp_path / "d.zarr", np.random.default_rng(3), chunks)
+    spec = PassSpec(FoldScheme("group", 3), None, 1)
+    stats = _reference(data)
+    forms = build_forms(stats, fit_intercept=True, standardize=False, balanced=False)
+    plan = make_plan(stats, forms, np.logspace(-2, 2, 5), [np.ones(N, bool)], n_classes=0, auc=False)
+    budget = 4 * _tally_bytes(plan.empty()) + 4 * 8 * N * 1000 if layout == "beyond the budget" else None
+    store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+    src = open_source(
+        zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight",
+        **({} if budget is None else {"memory_budget": budget}),
+    )
+    store.reads.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LargeChunkWarning)
+        tally = metric_pass(src, spec, plan, scheduler="threads", memory_budget=budget)
+    for name, rows in chunks.items():
+        reads = store.chunk_reads(name)
+        assert len(reads) == -(-M // rows) and set(reads.values()) == {1}, (name, reads)
+    ref = plan.empty()
+    tally_rows(ref, data["X"], data["y"], data["groups"], data["sample_weight"], 0, spec, plan)
+    for field in dataclasses.fields(ref):
+        np.testing.assert_allclose(getattr(tally, field.name), getattr(ref, field.name), rtol=1e-11, err_msg=field.name)
+
+
 def test_cli_prints_warnings_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     import warnings as w
 
