@@ -15,6 +15,7 @@ Usage::
     python scripts/bench_nested.py            # full sizes
     python scripts/bench_nested.py --quick    # small sizes (seconds)
     python scripts/bench_nested.py --esn      # only part 3 (--quick: small sizes)
+    python scripts/bench_nested.py --passes   # only part 2
 """
 
 from __future__ import annotations
@@ -219,6 +220,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes")
     p.add_argument("--esn", action="store_true", help="only the passes with an echo state network inside")
+    p.add_argument("--passes", action="store_true", help="only the metric pass vs the statistics pass")
     args = p.parse_args()
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}",
@@ -229,7 +231,9 @@ def main() -> None:
         print(f"load at end {os.getloadavg()[0]:.1f}")
         return
     print("nested CV from statistics (time vs one selection):")
-    if args.quick:
+    if args.passes:
+        print("  (skipped: --passes)")
+    elif args.quick:
         time_nested(40, 8, 20, 2000, None)
         time_nested(20, 8, 20, 2000, "backward")
     else:

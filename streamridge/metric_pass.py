@@ -24,6 +24,7 @@ tally through :func:`tally_rows`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -299,7 +300,7 @@ def metric_pass(
         )
     import warnings
 
-    from .partitions import LargeChunkWarning
+    from .partitions import LargeChunkWarning, _streams_pieces
     from .stream import _width, plan_source, run_plan
 
     width = _width(source, spec)
@@ -310,6 +311,8 @@ def metric_pass(
             source, n_cells=spec.scheme.n_folds, stats_bytes=_tally_bytes(empty), width=width,
             memory_budget=memory_budget,
         )
+    if not _streams_pieces(readers["X"], parts):  # whole read blocks: fewer, longer runs of each fold's rows
+        parts = dataclasses.replace(parts, sub_rows=parts.read_rows)
     total = run_plan(
         source, readers, parts, MetricKernel(spec, plan), row_offset=row_offset, scheduler=scheduler, window=window
     )
@@ -318,6 +321,4 @@ def metric_pass(
 
 def _tally_bytes(tally: Tally) -> int:
     """Bytes of a tally's arrays."""
-    import dataclasses
-
     return sum(int(getattr(tally, f.name).nbytes) for f in dataclasses.fields(tally) if hasattr(getattr(tally, f.name), "nbytes"))
