@@ -177,7 +177,7 @@ def test_dask_views_decode_each_stored_chunk_once(tmp_path: Path, target: int, p
 def test_metric_pass_reads_every_stored_chunk_once(tmp_path: Path, layout: str) -> None:
     """The metric pass (``scoring=``, nested CV) runs on the statistics pass's partitions: each stored chunk
     of X, y, groups and weights is read once, stored chunks beyond the budget too (the dask views cut
-    those, decoding each once per part: a 400 MB chunk was decoded 8 times), without a second warning;
+    those, each part decoding the chunk up to its rows), without a second warning;
     the tally equals that of the rows in memory."""
     from streamridge.forms import build_forms
     from streamridge.metric_pass import _tally_bytes, make_plan, metric_pass, tally_rows
