@@ -5,11 +5,13 @@ Usage::
     python scripts/bench_predict.py --store DIR/s2e6.zarr                    # issue 8's data set (written if missing)
     python scripts/bench_predict.py --store DIR/s2e6.zarr --baseline TREE   # TREE: `git archive` of another commit
     python scripts/bench_predict.py --store DIR/s2e6.zarr --classes 10      # a classifier, predictions and scores
+    python scripts/bench_predict.py --store DIR/s2e6.zarr --map-units 500   # a random-hidden-layer map (stateless)
 
 The store is ``bench_schedulers.py``'s: M x N float32 X and y, zstd, ``--chunk-rows`` rows per stored
 chunk (default 2,000,000 x 200, 50,000-row chunks).  A model is fitted on it once (``streamridge fit``);
 with ``--classes K`` a classifier of K classes (quantiles of y) fitted on its first 200,000 rows, and
-``predict`` writes the scores too (``--scores``).
+``predict`` writes the scores too (``--scores``); with ``--map-units U`` a regression on a random hidden
+layer of U tanh units (``RandomHidden``, a stateless map) fitted on the first 200,000 rows.
 Measured in one run, each in a fresh interpreter, checkouts alternated, best of ``--repeats``:
 
   read       every stored chunk of X read and decoded once through the source's reader, on the
@@ -58,6 +60,17 @@ labels = np.digitize(y, np.quantile(y, np.arange(1, k) / k))
 save_model(StreamRidgeClassifierCV(cv=5).fit(X, labels), sys.argv[2])
 """
 
+MAPPED = """
+import sys
+import zarr
+from streamridge import StreamRidgeCV
+from streamridge.features import RandomHidden
+from streamridge.model_io import save_model
+g = zarr.open_group(sys.argv[1], mode="r")
+X, y = g["X"][:200_000], g["y"][:200_000]
+save_model(StreamRidgeCV(cv=5, features=RandomHidden(int(sys.argv[3]), seed=0)).fit(X, y), sys.argv[2])
+"""
+
 
 def once(argv: list[str], root: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one run in a fresh interpreter."""
@@ -80,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=Path, default=None, help="another checkout, measured alternately")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--classes", type=int, default=0, help="a classifier of this many classes; predict --scores")
+    p.add_argument("--map-units", type=int, default=0, help="a regression on a random hidden layer of this many units")
     a = p.parse_args(argv)
     sys.path.insert(0, str(REPO / "scripts"))
     if not os.path.exists(a.store):
@@ -90,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     model, out = os.path.join(work, "m.npz"), os.path.join(work, "p.zarr")
     if a.classes:
         subprocess.run([sys.executable, "-c", CLASSIFIER, a.store, model, str(a.classes)], cwd=REPO, check=True)
+    elif a.map_units:
+        subprocess.run([sys.executable, "-c", MAPPED, a.store, model, str(a.map_units)], cwd=REPO, check=True)
     else:
         subprocess.run([sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--out", model, "--quiet"],
                        cwd=REPO, check=True)

@@ -80,12 +80,6 @@ class _RidgeCV(_StreamRidgeBase):
     def _shape_predictions(self, out: Any) -> Any:
         return out[:, 0] if self._y_1d else out
 
-    def _predict_rows(self, X: np.ndarray) -> np.ndarray:
-        """:meth:`predict` of rows already checked (a block of a source), without a feature map."""
-        return np.asarray(self._shape_predictions(self._linear_rows(X)))
-
-
-
 
 class _RidgeClassifierCV(_StreamRidgeBase):
     """Ridge classifier, one-vs-rest (the parameters: see :class:`~streamridge.StreamRidgeClassifierCV`)."""
@@ -171,13 +165,3 @@ class _RidgeClassifierCV(_StreamRidgeBase):
     @staticmethod
     def _shape_scores(out: Any) -> Any:
         return out[:, 0] if out.shape[1] == 1 else out
-
-    def _decision_rows(self, X: np.ndarray) -> np.ndarray:
-        """:meth:`decision_function` of rows already checked (a block of a source), without a feature map."""
-        return np.asarray(self._shape_scores(self._linear_rows(X)))
-
-    def _predict_rows(self, X: np.ndarray) -> np.ndarray:
-        """:meth:`predict` of rows already checked (a block of a source), without a feature map."""
-        return np.asarray(self._labels_of(self._decision_rows(X)))
-
-

@@ -139,7 +139,8 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     No dask, and every stored chunk of X is decoded once (the source's row
     chunks may cut a stored chunk in parts: 50,000-row chunks were decoded
     three times through the dask views).  ``rows_fn`` returns a tuple of
-    arrays, one per output (the predictions, and the scores).  A block is about
+    arrays, one per output (the predictions, and the scores), of rows and the
+    index of their first row (a stateless map's rows).  A block is about
     one of the source's row chunks (its memory budget), or one stored chunk
     where that is larger; a thread per core holds one, or fewer threads where
     blocks are so large that two of them would exceed ``PREFETCH_BYTES`` (a
@@ -159,7 +160,7 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     reader = readers["X"]
     n = source.n_rows()
     step = source.row_chunks()[0]
-    empty = rows_fn(np.empty((0, source.n_features()), dtype=reader.dtype))  # the outputs' dtypes and widths
+    empty = rows_fn(np.empty((0, source.n_features()), dtype=reader.dtype), 0)  # the outputs' dtypes and widths
     blocks = [(a - lo, b - lo) for a, b in block_ranges(reader, lo, lo + n, step)]
     block_bytes = max(b - a for a, b in blocks) * source.n_features() * np.dtype(reader.dtype).itemsize
     workers = n_cpus() if 2 * block_bytes <= PREFETCH_BYTES else max(1, min(n_cpus(), PREFETCH_BYTES // block_bytes))
@@ -168,7 +169,7 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
 
     def one(a: int, b: int) -> tuple[np.ndarray, ...]:
-        return tuple(rows_fn(reader.read(lo + a, lo + b)))
+        return tuple(rows_fn(reader.read(lo + a, lo + b), a))
 
     bounds = np.cumsum((0, *(b - a for a, b in blocks))).tolist()
 
@@ -184,17 +185,51 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     )
 
 
+#: float64 bytes of a stateless map's outputs computed at a time by ``predict`` (they stay in cache for the product)
+MAP_TILE_BYTES = 4 * 2**20
+
+
+def _linear_fn(model: Any) -> Any:
+    """``(X rows, first row index) -> (m, outputs)`` float64: the model, after a stateless feature map if any.
+
+    A map's outputs are computed ``MAP_TILE_BYTES`` at a time, so a wide map
+    (thousands of random features) never holds a block's outputs at once.
+    """
+    fmap = getattr(model, "features_", None)
+    if fmap is None:
+        return lambda X, start: model._linear_rows(X)
+    import numpy as np
+
+    from .features._dask import _stateless
+
+    coef, b = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)
+    tile = max(1, MAP_TILE_BYTES // (8 * max(int(fmap.n_features_out_), 1)))
+
+    def mapped(X: Any, start: int) -> Any:
+        out = np.empty((X.shape[0], coef.shape[0]))
+        for s in range(0, X.shape[0], tile):
+            e = min(X.shape[0], s + tile)
+            np.matmul(_stateless(fmap, X[s:e], start + s), coef.T, out=out[s:e])
+        out += b
+        return out
+
+    return mapped
+
+
 def _rows_fn(model: Any, scores: bool) -> Any:
-    """Rows of X to ``(predictions,)``, or ``(predictions, scores)`` from one product (a classifier's labels
-    are those of its scores)."""
-    if not scores:
-        return lambda X: (model._predict_rows(X),)
+    """``(X rows, first row index)`` to ``(predictions,)``, or ``(predictions, scores)`` from one product (a
+    classifier's labels are those of its scores); a stateless feature map is applied first."""
+    import numpy as np
 
-    def both(X: Any) -> tuple[Any, Any]:
-        decision = model._decision_rows(X)
-        return model._labels_of(decision), decision
+    linear = _linear_fn(model)
+    if not hasattr(model, "decision_function"):
+        return lambda X, start: (np.asarray(model._shape_predictions(linear(X, start))),)
 
-    return both
+    def labels(X: Any, start: int) -> tuple[Any, ...]:
+        decision = np.asarray(model._shape_scores(linear(X, start)))
+        return (model._labels_of(decision), decision) if scores else (model._labels_of(decision),)
+
+    return labels
 
 
 def _progress(enabled: bool, total: int) -> Any:
@@ -231,9 +266,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if bar is not None:
             stack.callback(bar.close)
         tick = None if bar is None else bar.update
-        if getattr(model, "features_", None) is None and args.groups is None:  # rows through the reader: no dask
+        fmap = getattr(model, "features_", None)
+        if (fmap is None or not fmap.stateful) and args.groups is None:  # rows through the reader: no dask
             batches = _reader_batches(source, _rows_fn(model, scores), stack, batch_chunks=batch, tick=tick)
-        else:  # a feature map (series ids for a stateful one): the dask views
+        else:  # a stateful feature map (or series ids): the dask views, each series' state carried in row order
             groups = None if args.groups is None else open_source(
                 args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False,
                 storage_options=args.storage_options,

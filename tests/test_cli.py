@@ -293,7 +293,7 @@ def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, p
     model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
     assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
     if path == "reader":
-        original_rows = StreamRidgeCV._predict_rows
+        original_rows = StreamRidgeCV._linear_rows
         calls = []
 
         def failing_rows(self, X):
@@ -302,7 +302,7 @@ def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, p
                 raise ValueError("disk on fire")
             return original_rows(self, X)
 
-        monkeypatch.setattr(StreamRidgeCV, "_predict_rows", failing_rows)
+        monkeypatch.setattr(StreamRidgeCV, "_linear_rows", failing_rows)
     else:
         original = StreamRidgeCV.predict
 

@@ -234,6 +234,26 @@ def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(t
         np.testing.assert_allclose(np.asarray(out["scores"][:]), est.decision_function(X), rtol=1e-12)
 
 
+def test_predict_with_a_stateless_map_imports_no_dask(tmp_path: Path, zarr_store: Path) -> None:
+    """A stateless feature map is applied to the rows read through the reader (a stateful one needs the
+    series in row order: the dask views); the predictions equal the loaded estimator's."""
+    import zarr
+
+    from streamridge import load_model
+    from streamridge.cli import main
+
+    (tmp_path / "f.toml").write_text('map = "random_hidden"\nn_units = 12\n')
+    model = tmp_path / "m.npz"
+    assert main(["fit", "--data", str(zarr_store), "--features", str(tmp_path / "f.toml"), "--out", str(model), "--quiet"]) == 0
+    preds = tmp_path / "p.zarr"
+    argv = ["predict", "--model", str(model), "--data", str(zarr_store), "--out", str(preds), "--quiet"]
+    code = f"from streamridge.cli import main\nassert main({argv!r}) == 0"
+    assert _imported(code, ("dask",), cwd=tmp_path) == []
+    X = np.asarray(zarr.open_group(str(zarr_store), mode="r")["X"][:])
+    out = np.asarray(zarr.open_group(str(preds), mode="r")["predictions"][:])
+    np.testing.assert_allclose(out, load_model(str(model)).predict(X), rtol=1e-12, atol=1e-12)
+
+
 def test_report_imports_no_scikit_learn(tmp_path: Path, zarr_store: Path) -> None:
     """``report`` reads the fitted attributes of the model as the scikit-learn-free class."""
     pytest.importorskip("matplotlib")

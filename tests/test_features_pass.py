@@ -226,6 +226,48 @@ def test_cli_fit_predict_info_with_a_map(data, tmp_path, capsys):
     assert "feature map esn(n_units=20" in out and f"prefixes    chosen {model.n_features_selected_}" in out
 
 
+@pytest.mark.parametrize("classify", [False, True])
+def test_cli_predict_with_a_stateless_map_reads_x_once(data, tmp_path, capsys, monkeypatch, classify):
+    """``predict`` with a stateless map reads X through the reader, each row once, and maps it a tile of
+    outputs at a time (tiles of 7 rows here); predictions (and scores) equal the map's features times
+    the model."""
+    from streamridge import cli_predict
+    from streamridge.sources import _zarr
+
+    X, Y, g = data
+    y = (Y[:, 0] > np.median(Y[:, 0])).astype(int) * 3 if classify else Y[:, 0]
+    store = write_zarr(tmp_path / "d.zarr", X.astype(np.float32), y, g, chunk_rows=64)
+    (tmp_path / "f.toml").write_text('map = "random_hidden"\nn_units = 30\nseed = 2\n')
+    extra = ["--classify"] if classify else []
+    code, _, err = run(capsys, "fit", "--data", store, "--features", tmp_path / "f.toml", "--out", tmp_path / "m.npz", "--quiet", *extra)
+    assert code == 0, err
+    reads = []
+    original = _zarr.ZarrReader.read
+
+    def counting(self, start, stop):
+        if len(self.shape) == 2:
+            reads.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(_zarr.ZarrReader, "read", counting)
+    monkeypatch.setattr(cli_predict, "MAP_TILE_BYTES", 7 * 8 * 30)
+    scores = ["--scores"] if classify else []
+    code, _, err = run(capsys, "predict", "--model", tmp_path / "m.npz", "--data", store, "--out", tmp_path / "p.zarr", "--quiet", *scores)
+    assert code == 0, err
+    assert sorted(r for a, b in reads for r in range(a, b)) == list(range(len(X)))
+    import zarr
+
+    group = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")
+    model = load_model(tmp_path / "m.npz")
+    linear = model.features_.transform(X.astype(np.float32)) @ np.atleast_2d(model.coef_).T + model.intercept_
+    if classify:
+        np.testing.assert_allclose(group["scores"][:], linear[:, 0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(group["predictions"][:], np.where(linear[:, 0] > 0, 3, 0))
+        np.testing.assert_array_equal(group["predictions"][:], model.predict(X.astype(np.float32)))
+    else:
+        np.testing.assert_allclose(group["predictions"][:], linear[:, 0], rtol=1e-12, atol=1e-12)
+
+
 def test_cli_features_list_and_errors(tmp_path, capsys, data):
     for argv in (["features"], ["features", "--help"]):
         code, out, _ = run(capsys, *argv)
