@@ -1,11 +1,14 @@
-"""The data pass: row chunks -> per-chunk statistics -> merged :class:`FoldStats`.
+"""The data pass: partitions of rows -> per-partition statistics -> merged :class:`FoldStats`.
 
-Every chunk becomes one task of a pure NumPy kernel (:func:`chunk_task`) run on
-the chosen scheduler with a bounded window of chunks in flight; results are
-merged in chunk order by a pairwise (binary-counter) tree, so peak memory
-depends on the chunk size, the window and N, never on the number of rows, and
-the result for a given chunking does not depend on the scheduler or the
-worker count.
+:func:`plan_source` plans the partitions (runs of whole stored chunks,
+:mod:`streamridge.partitions`); :func:`run_plan` runs a partition kernel on
+each (:class:`StatsKernel` here, :class:`streamridge.metric_pass.MetricKernel`
+for the metric pass) on the chosen scheduler with a bounded window of
+partitions in flight, and merges their results in row order by a fixed
+pairwise tree on the workers, so peak memory depends on the read blocks, the
+window and N, never on the number of rows, and the result for a given
+partitioning does not depend on the scheduler or the worker count.
+:func:`accumulate` adds checkpoints, progress and the pass report.
 """
 
 from __future__ import annotations
