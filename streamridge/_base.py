@@ -704,7 +704,7 @@ class _StreamRidgeBase:
             supports = [every[i] for i in steps]
         res = select_by_metric(
             src[0], self._spec, stats, forms, alphas, supports, self.scoring, per_target=per_target,
-            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self._scheduler(),
+            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self._scheduler(), progress=self.progress,
         )
         support = supports[res.candidate]
         if steps is not None:

@@ -65,7 +65,7 @@ _COMMON_DOC = """
         Directory for a resumable pass: completed chunks are saved every few
         seconds; refitting with the same data and options resumes (``fit`` only).
     progress : bool
-        Show a progress bar during the pass.
+        Show a progress bar during the pass (and during the metric pass of ``scoring``).
     skip_nonfinite : bool
         Drop rows with NaN/inf instead of failing.
     features : FeatureMap or None

@@ -25,7 +25,7 @@ tally through :func:`tally_rows`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,12 +285,15 @@ def metric_pass(
     scheduler: Any = None,
     window: int | None = None,
     memory_budget: int | None = None,
+    progress: bool | Callable[[int], None] = False,
 ) -> Tally:
     """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model.
 
-    The partitions of the statistics pass, each stored chunk read once (:class:`MetricKernel`).
+    The partitions of the statistics pass, each stored chunk read once (:class:`MetricKernel`);
+    ``progress`` shows a tqdm bar ("metric pass") or calls ``progress(rows_done)`` per partition.
     With a stateful feature map in ``spec`` the rows are mapped by the lanes of the
-    statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order.
+    statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order
+    (no progress shown).
     """
     if spec.features is not None and spec.features.stateful:
         from .metric_lanes import metric_pass_lanes
@@ -301,7 +304,7 @@ def metric_pass(
     import warnings
 
     from .partitions import LargeChunkWarning, _streams_pieces
-    from .stream import _width, plan_source, run_plan
+    from .stream import _progress_bar, _width, plan_source, run_plan
 
     width = _width(source, spec)
     empty = plan.empty()
@@ -313,9 +316,14 @@ def metric_pass(
         )
     if not _streams_pieces(readers["X"], parts):  # whole read blocks: fewer, longer runs of each fold's rows
         parts = dataclasses.replace(parts, sub_rows=parts.read_rows)
-    total = run_plan(
-        source, readers, parts, MetricKernel(spec, plan), row_offset=row_offset, scheduler=scheduler, window=window
-    )
+    bar = _progress_bar(progress, parts.hi - parts.lo, desc="metric pass")
+    try:
+        total = run_plan(
+            source, readers, parts, MetricKernel(spec, plan), row_offset=row_offset, scheduler=scheduler,
+            window=window, on_done=lambda i, _: bar(parts.rows(i)[1] - parts.rows(i)[0]),
+        )
+    finally:
+        bar(None)
     return empty if total is None else total
 
 

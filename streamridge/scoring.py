@@ -137,11 +137,12 @@ def select_by_metric(
     one_se: bool,
     row_offset: int = 0,
     scheduler: Any = None,
+    progress: Any = False,
 ) -> MetricChoice:
     """Score every (set, lambda) by one metric pass; choose lambda per set, then the best set (ties: earlier)."""
     n_classes = 0 if spec.classes is None else len(spec.classes)
     plan = make_plan(stats, forms, alphas, supports, n_classes=n_classes, auc=scoring == "roc_auc")
-    tally = metric_pass(source, spec, plan, row_offset=row_offset, scheduler=scheduler)
+    tally = metric_pass(source, spec, plan, row_offset=row_offset, scheduler=scheduler, progress=progress)
     R = len(alphas)
     per_model = fold_scores(tally, scoring)  # (n_sets * R, K, T)
     scores = per_model.reshape(len(supports), R, *per_model.shape[1:])

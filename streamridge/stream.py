@@ -542,7 +542,9 @@ def _peak_rss_mb() -> float | None:
     return kb / 1024 if sys.platform.startswith("linux") else kb / 2**20  # bytes on macOS
 
 
-def _progress_bar(progress: bool | Callable[[int], None], total: int, initial: int = 0) -> Callable[[int | None], None]:
+def _progress_bar(
+    progress: bool | Callable[[int], None], total: int, initial: int = 0, desc: str = "data pass"
+) -> Callable[[int | None], None]:
     """A callable taking rows done since the last call (None closes the bar)."""
     if callable(progress):
         fn = progress
@@ -551,7 +553,7 @@ def _progress_bar(progress: bool | Callable[[int], None], total: int, initial: i
         return lambda n: None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, initial=initial, unit="rows", unit_scale=True, desc="data pass", smoothing=0.1)
+    bar = tqdm(total=total, initial=initial, unit="rows", unit_scale=True, desc=desc, smoothing=0.1)
 
     def update(n: int | None) -> None:
         if n is None:

@@ -401,6 +401,20 @@ def test_cv_scores_in_model_files_cli_and_info(rng, tmp_path, capsys):
     assert "set selection=" in capsys.readouterr().err
 
 
+def test_cli_fit_with_scoring_shows_the_metric_pass(rng, tmp_path, capsys):
+    """A progress bar for the metric pass beside the data pass's (none with --quiet)."""
+    from streamridge import cli
+    from streamridge.sources import write_zarr
+
+    X, Y = regression_data(rng, M=400)
+    store = write_zarr(tmp_path / "d.zarr", X, Y[:, 0], chunk_rows=100)
+    assert cli.main(["fit", "--data", str(store), "--scoring", "r2", "--out", str(tmp_path / "m.npz")]) == 0
+    err = capsys.readouterr().err
+    assert "data pass" in err and "metric pass: 100%" in err and "400/400" in err.split("metric pass: 100%")[1]
+    assert cli.main(["fit", "--data", str(store), "--scoring", "r2", "--out", str(tmp_path / "m.npz"), "--overwrite", "--quiet"]) == 0
+    assert "metric pass" not in capsys.readouterr().err
+
+
 def test_scorer_lists_are_disjoint():
     assert not set(REGRESSION_SCORERS) & set(CLASSIFICATION_SCORERS)
 

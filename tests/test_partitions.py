@@ -195,9 +195,11 @@ def test_metric_pass_reads_every_stored_chunk_once(tmp_path: Path, layout: str) 
         **({} if budget is None else {"memory_budget": budget}),
     )
     store.reads.clear()
+    done: list[int] = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", LargeChunkWarning)
-        tally = metric_pass(src, spec, plan, scheduler="threads", memory_budget=budget)
+        tally = metric_pass(src, spec, plan, scheduler="threads", memory_budget=budget, progress=done.append)
+    assert sum(done) == M and len(done) >= 1  # rows reported per partition
     for name, rows in chunks.items():
         reads = store.chunk_reads(name)
         assert len(reads) == -(-M // rows) and set(reads.values()) == {1}, (name, reads)
