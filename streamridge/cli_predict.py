@@ -267,14 +267,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
             stack.callback(bar.close)
         tick = None if bar is None else bar.update
         fmap = getattr(model, "features_", None)
-        if (fmap is None or not fmap.stateful) and args.groups is None:  # rows through the reader: no dask
+        if fmap is None or not fmap.stateful:  # rows through the reader, no dask (series ids are not needed)
             batches = _reader_batches(source, _rows_fn(model, scores), stack, batch_chunks=batch, tick=tick)
-        else:  # a stateful feature map (or series ids): the dask views, each series' state carried in row order
+        else:  # a stateful feature map: the dask views, each series' state carried in row order
             groups = None if args.groups is None else open_source(
                 args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False,
                 storage_options=args.storage_options,
             ).groups
-            extra = () if groups is None else (groups,)  # series ids only for a stateful feature map
+            extra = () if groups is None else (groups,)
             if scores:
                 decision = model.decision_function(source.X, *extra)
                 arrays = [model._labels_of(decision), decision]

@@ -244,19 +244,25 @@ def test_row_batches_compute_each_row_once(step, ahead):
 
 
 @pytest.mark.parametrize("name", ["p.zarr", "p.h5"])
-@pytest.mark.parametrize("groups", [False, True])
-def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, groups):
-    """``--scores`` takes predictions and scores from one read of X: through the reader, and through the
-    dask views (``--groups``); the labels are those of the scores."""
+@pytest.mark.parametrize("case", ["plain", "plain with series ids", "stateful map"])
+def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, case):
+    """``--scores`` takes predictions and scores from one read of X: through the reader (series ids are
+    not needed without a stateful map), and through the dask views (a stateful map, each series in row
+    order); the labels are those of the scores."""
     import h5py
 
     from streamridge.sources import _zarr
 
     X = rng.standard_normal((600, 4))
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
-    store = write_zarr(tmp_path / "c.zarr", X, labels, np.repeat(np.arange(6), 100), chunk_rows=128)
+    g = np.repeat(np.arange(6), 100)
+    store = write_zarr(tmp_path / "c.zarr", X, labels, g, chunk_rows=128)
     model, preds = tmp_path / "m.npz", tmp_path / name
-    assert run(capsys, "fit", "--data", store, "--out", model, "--classify", "--quiet")[0] == 0
+    fmap = []
+    if case == "stateful map":
+        (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 10\nseed = 1\n')
+        fmap = ["--groups", "groups", "--leave-group-out", "--features", tmp_path / "f.toml"]
+    assert run(capsys, "fit", "--data", store, "--out", model, "--classify", "--quiet", *fmap)[0] == 0
     reads = []
     original = _zarr.ZarrReader.read
 
@@ -266,7 +272,7 @@ def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, gr
         return original(self, start, stop)
 
     monkeypatch.setattr(_zarr.ZarrReader, "read", counting)
-    extra = ["--groups", "groups"] if groups else []
+    extra = ["--groups", "groups"] if case != "plain" else []
     code, _, err = run(
         capsys, "predict", "--model", model, "--data", store, "--out", preds, "--scores", "--chunk-rows", "100", *extra
     )
@@ -280,18 +286,22 @@ def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, gr
         group = zarr.open_group(str(preds), mode="r")
         labels, scores = group["predictions"][:], group["scores"][:]
     est = load_model(model)
-    X = open_source(store).X.compute()
-    np.testing.assert_allclose(scores, est.decision_function(X), rtol=1e-12)
-    np.testing.assert_array_equal(labels, est.predict(X))
+    ids = g if case == "stateful map" else None
+    np.testing.assert_allclose(scores, est.decision_function(X, ids), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(labels, est.predict(X, ids))
 
 
 @pytest.mark.parametrize("path", ["reader", "dask"])
 def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, path):
-    """A block that fails midway (rows read through the reader; or the dask views, taken with series ids)."""
+    """A block that fails midway (rows read through the reader; or the dask views, taken by a stateful map)."""
     from streamridge._core import _RidgeCV as StreamRidgeCV  # the class `predict` loads the model as
 
     model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
-    assert run(capsys, "fit", "--data", store, "--out", model, "--quiet")[0] == 0
+    fmap = []
+    if path == "dask":
+        (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 10\nseed = 1\n')
+        fmap = ["--groups", "groups", "--leave-group-out", "--features", tmp_path / "f.toml"]
+    assert run(capsys, "fit", "--data", store, "--out", model, "--quiet", *fmap)[0] == 0
     if path == "reader":
         original_rows = StreamRidgeCV._linear_rows
         calls = []
