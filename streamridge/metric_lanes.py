@@ -30,6 +30,7 @@ def metric_pass_lanes(
     row_offset: int = 0,
     scheduler: Any = None,
     window: int | None = None,
+    progress: Any = False,
 ) -> Tally:
     """:func:`streamridge.metric_pass.metric_pass` for a spec with a stateful ``features`` map (same parameters).
 
@@ -41,7 +42,7 @@ def metric_pass_lanes(
     from .executors import reduce_partitions
     from .features.plan import lane_calls
     from .scheduling import open_scheduler
-    from .stream import _chunk_error
+    from .stream import _chunk_error, _progress_bar
     from .stream_lanes import _block
 
     chunks = [int(c) for c in source.X.chunks[0]]
@@ -52,16 +53,21 @@ def metric_pass_lanes(
         rows = int(sum(chunks[lanes[i].first : lanes[i].stop]))
         return _chunk_error(exc, source, int(starts[lanes[i].first]), rows, lanes[i].first)
 
-    with open_scheduler(scheduler) as sched:
-        total = reduce_partitions(
-            metric_lane_task,
-            lambda i: (lanes[i], spec, plan),
-            len(lanes),
-            _merge,
-            sched,
-            window=window,
-            name_error=name_error,
-        )
+    bar = _progress_bar(progress, int(sum(chunks)), desc="metric pass")
+    try:
+        with open_scheduler(scheduler) as sched:
+            total = reduce_partitions(
+                metric_lane_task,
+                lambda i: (lanes[i], spec, plan),
+                len(lanes),
+                _merge,
+                sched,
+                window=window,
+                on_done=lambda i, _: bar(int(sum(chunks[lanes[i].first : lanes[i].stop]))),
+                name_error=name_error,
+            )
+    finally:
+        bar(None)
     return plan.empty() if total is None else total
 
 

@@ -292,14 +292,13 @@ def metric_pass(
     The partitions of the statistics pass, each stored chunk read once (:class:`MetricKernel`);
     ``progress`` shows a tqdm bar ("metric pass") or calls ``progress(rows_done)`` per partition.
     With a stateful feature map in ``spec`` the rows are mapped by the lanes of the
-    statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order
-    (no progress shown).
+    statistics pass (:mod:`streamridge.metric_lanes`), each series' state carried in row order.
     """
     if spec.features is not None and spec.features.stateful:
         from .metric_lanes import metric_pass_lanes
 
         return metric_pass_lanes(
-            source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window
+            source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window, progress=progress
         )
     import warnings
 

@@ -182,7 +182,9 @@ def test_roc_auc_within_its_bound(series):
     base = None
     for chunk_rows, scheduler in [(41, "sync"), (41, "threads"), (500, "sync")]:
         src = dask_source(X, cls, groups=g, chunk_rows=chunk_rows)
-        tally = metric_pass(src, est._spec, plan, scheduler=scheduler)
+        done: list[int] = []
+        tally = metric_pass(src, est._spec, plan, scheduler=scheduler, progress=done.append)
+        assert sum(done) == len(g)  # every row reported once, lane by lane
         auc, bound = roc_auc(tally)
         assert np.all(bound < 0.02)
         for k in range(est.stats_.n_folds):
@@ -274,6 +276,7 @@ def test_cli_fit_with_a_features_file_and_scoring(series, tmp_path, capsys):
         tmp_path / "m.npz",
     ]
     assert cli.main([str(a) for a in argv]) == 0, capsys.readouterr().err
+    assert "metric pass: 100%" in capsys.readouterr().err  # the lanes' progress bar
     model = load_model(tmp_path / "m.npz")
     esn = EchoStateNetwork(20, spectral_radius=0.8, washout=8, seed=3)
     m = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", scoring="balanced_accuracy", features=esn).fit(
