@@ -49,9 +49,11 @@ def metric_pass_lanes(
     starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
     lanes = [lane for _, (lane, _s) in lane_calls(source, spec, starts, 0, _block)]
 
+    def rows(i: int) -> int:
+        return int(sum(chunks[lanes[i].first : lanes[i].stop]))
+
     def name_error(i: int, exc: Exception) -> Exception:
-        rows = int(sum(chunks[lanes[i].first : lanes[i].stop]))
-        return _chunk_error(exc, source, int(starts[lanes[i].first]), rows, lanes[i].first)
+        return _chunk_error(exc, source, int(starts[lanes[i].first]), rows(i), lanes[i].first)
 
     bar = _progress_bar(progress, int(sum(chunks)), desc="metric pass")
     try:
@@ -63,7 +65,7 @@ def metric_pass_lanes(
                 _merge,
                 sched,
                 window=window,
-                on_done=lambda i, _: bar(int(sum(chunks[lanes[i].first : lanes[i].stop]))),
+                on_done=lambda i, _: bar(rows(i)),
                 name_error=name_error,
             )
     finally:

@@ -292,7 +292,7 @@ def write_hdf5(
                     dataset.attrs[key] = [str(n) for n in names_]
             datasets.append(dataset)
             filled.append(value)
-        step = min(rows, max(int(X.shape[0]), 1))
+        step = datasets[0].chunks[0] if datasets and datasets[0].chunks else 1  # no chunks: no rows
         for i, start, block in row_blocks(filled, step):  # a chunk of every dataset at a time
             datasets[i][start : start + step] = block.astype(object) if datasets[i].dtype.kind == "O" else block
     return os.path.abspath(os.fspath(path))
