@@ -6,6 +6,7 @@ Usage::
     python scripts/bench_features.py --map random_hidden --units 500 --series 8 --steps 25000
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
+    python scripts/bench_features.py --only-workers --series 64 --steps 12500 --chunk-rows 3125 --repeats 2   # (e) alone
     python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
     python scripts/bench_features.py --only-map --baseline old_lockstep.py   # (c) also with a copy of an older step loop
     python scripts/bench_features.py --lane-results --series 64 --steps 3125 --chunk-rows 3125   # (f) alone
@@ -130,6 +131,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
+    ap.add_argument("--only-workers", action="store_true", help="(e) only: the map pass on 1 vs 2 worker processes")
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
     ap.add_argument("--lane-results", action="store_true", help="(f) only: lane groups' results, own folds vs all folds")
     ap.add_argument("--baseline", default=None, help="with --only-map: a copy of an older _lockstep.py to time alternately")
@@ -147,6 +149,13 @@ def main() -> None:
         return
     if args.lane_results:
         _report_lane_results(est, raw, args)
+        return
+    if args.only_workers:
+        one, two = _workers(est, raw, args.repeats)
+        print(f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
+              f"{one:.2f} s / {two:.2f} s; speed-up {one / two:.2f}x")
+        if args.dir is None:
+            shutil.rmtree(root)
         return
     t_map = best(lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats)
     with threadpool_limits(1):  # one worker with one BLAS thread, as each threaded worker has

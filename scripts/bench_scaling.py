@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def start_cluster(directory: Path, n: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
     """``dask scheduler`` and ``n`` single-threaded ``dask worker`` processes; returns (address, processes)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     file = directory / "scheduler.json"
     log = open(directory / "cluster.log", "ab")
     sched = subprocess.Popen(

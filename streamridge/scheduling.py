@@ -167,11 +167,16 @@ def _start_local(n: int) -> tuple[Any, Any]:
     # the event loops' 20 ms health tick and 0.5 s system monitor (dashboard data) slowed to 1 s and 2 s:
     # local:2 vs threads 1.30x / 1.27x against 1.34x / 1.33x in the same run (a late tick is still reported
     # after distributed.admin.tick.limit, 3 s; memory monitoring, which pauses a worker, is left as it is).
+    # worker-saturation 1.0: a one-thread worker holds one task, the next waits on the scheduler for the
+    # first free worker.  At dask's default, 1.1, each worker took two, so the last tasks could queue behind
+    # each other on one worker while the other idled: a stateful map's 8 lane tasks of 0.5 s went 5 and 3
+    # (2.80 s against 2.49 s balanced).
     config = {
         "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
         "distributed.worker.profile.enabled": False,
         "distributed.admin.tick.interval": "1s",
         "distributed.admin.system-monitor.interval": "2s",
+        "distributed.scheduler.worker-saturation": 1.0,
     }
     with dask.config.set(config):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
