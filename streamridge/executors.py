@@ -235,14 +235,6 @@ def _result(node: Any) -> Any:
 # --- reading one chunk's dask blocks together (the lanes of a stateful feature map, streamridge.features.plan)
 
 
-def _materialize(a: Any) -> Any:
-    if a is None:
-        return None
-    from dask.local import get_sync  # a callable: dask imports distributed to resolve the name "sync"
-
-    return np.asarray(a.compute(scheduler=get_sync)) if hasattr(a, "compute") else np.asarray(a)
-
-
 def materialize_all(blocks: Sequence[Any]) -> list[Any]:
     """NumPy arrays of one chunk's blocks, the dask ones computed together in one call.
 

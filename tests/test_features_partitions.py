@@ -132,3 +132,72 @@ def test_stateful_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndar
     keep = spec.features.keep_mask(M, raw["groups"], spec.features.init_state())
     ref = chunk_task(F[keep], raw["y"][keep], raw["groups"][keep], raw["sample_weight"][keep], 0, PassSpec(spec.scheme, None, 1))
     _close(resumed, ref, 1e-11)
+
+
+def _store(tmp_path: Path, raw: dict[str, np.ndarray], rows: int) -> CountingStore:
+    root = zarr.open_group(LocalStore(tmp_path / "d.zarr"), mode="w", zarr_format=3)
+    for name, a in raw.items():
+        root.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(rows, *a.shape[1:]))[...] = a
+    return CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+
+
+@pytest.mark.parametrize("sched", ["sync", "threads", "processes"])
+def test_stateful_map_lanes_read_stored_chunks_through_the_readers(tmp_path: Path, raw: dict[str, np.ndarray], sched: str) -> None:
+    """Lanes over stored data read each chunk's rows through the source's readers: every stored chunk of X, y
+    and the weights once, the series ids twice (the plan reads them first), and the tasks carry no dask graph."""
+    store = _store(tmp_path, raw, 100)
+    src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight", chunk_rows=100)
+    spec = _spec(EchoStateNetwork(20, seed=1, washout=5), raw["X"])
+    starts = np.arange(0, M, 100)
+    calls = plan_mod.lane_calls(src, spec, starts, 0, lambda arr, i: pytest.fail("a dask block was made"))
+    assert all(isinstance(c, plan_mod.ChunkRead) for _, (group, _s) in calls for lane in group.lanes for c in lane.blocks)
+    store.reads.clear()
+    got = accumulate(src, spec, scheduler=sched)
+    here = sched != "processes"  # else the tasks read in other processes: only the plan's reads are seen
+    for name, n in (("X", here), ("y", here), ("sample_weight", here), ("groups", 1 + here)):
+        reads = store.chunk_reads(name)
+        assert sorted(reads.values()) == [n] * (M // 100) * bool(n), (name, reads)
+    F = spec.features.transform(raw["X"], groups=raw["groups"])
+    keep = spec.features.keep_mask(M, raw["groups"], spec.features.init_state())
+    ref = chunk_task(F[keep], raw["y"][keep], raw["groups"][keep], raw["sample_weight"][keep], 0, PassSpec(spec.scheme, None, 1))
+    _close(got, ref, 1e-11)
+    # the same pass over dask views of the store (blocks computed by dask) gives the same numbers, bit for bit
+    import dask.array as da
+
+    group = zarr.open_group(tmp_path / "d.zarr", mode="r")
+    views = {name: da.from_zarr(group[name]) for name in raw}
+    lazy = open_source(views["X"], y=views["y"], groups=views["groups"], sample_weight=views["sample_weight"], chunk_rows=100)
+    _exact(accumulate(lazy, spec, scheduler=sched), got)
+
+
+def test_stateful_map_warmup_prefixes_read_through_the_readers(tmp_path: Path, raw: dict[str, np.ndarray]) -> None:
+    store = _store(tmp_path, raw, 100)
+    src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight", chunk_rows=100)
+    spec = _spec(EchoStateNetwork(20, seed=1, warmup=30), raw["X"])
+    lanes = [lane for _, (lane, _s) in plan_mod.lane_calls(src, spec, np.arange(0, M, 100), 0, lambda arr, i: None)]
+    prefixes = [lane.prefix for lane in lanes if lane.prefix is not None]
+    assert len(prefixes) == 12 and all(isinstance(p[0], plan_mod.ChunkRead) for p in prefixes)  # the 2nd chunk of every series
+    rows, row = prefixes[0]
+    assert (rows.lo, rows.hi, row) == (70, 100, 70) and rows.readers[1] is None and rows.readers[3] is None
+    got = accumulate(src, spec, scheduler="threads")
+    ref = accumulate(open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=100), spec, scheduler="sync")
+    _exact(got, ref)
+
+
+def test_series_runs_read_in_batches_through_the_reader(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamridge.errors import InputError
+
+    monkeypatch.setattr(plan_mod, "RUN_READ_ROWS", 250)  # reads of 300 rows: series heads inside and across reads
+    g = raw["groups"].copy()
+    src = open_source(raw["X"], y=raw["y"], groups=g, chunk_rows=100)
+    readers, lo = src.pass_readers()
+    starts = np.arange(0, M, 100) + 1000  # a pass continuing at global row 1000
+    pos, ids = plan_mod.stored_series_runs(readers["groups"], lo, starts, M)
+    np.testing.assert_array_equal(pos, np.arange(0, M, 200) + 1000)
+    np.testing.assert_array_equal(ids, np.arange(12))
+    ref = plan_mod.series_runs(src.groups, starts)
+    np.testing.assert_array_equal(pos, ref[0])
+    np.testing.assert_array_equal(ids, ref[1])
+    g[900:1000] = 3  # series 3 (rows 600-799) comes back, across a read boundary
+    with pytest.raises(InputError, match=r"series 3 starts again at row 1900"):
+        plan_mod.stored_series_runs(open_source(raw["X"], y=raw["y"], groups=g, chunk_rows=100).pass_readers()[0]["groups"], 0, starts, M)

@@ -17,7 +17,9 @@ partitions (:mod:`streamridge.stream_lanes`).
   a series first runs the map over the W rows before it (from rest) and discards them.
 
 A lane task reads its chunks one at a time (memory of one chunk, whatever the
-lane's length), maps them, and returns the merged statistics of the lane.  With one
+lane's length), maps them, and returns the merged statistics of the lane.  Over
+stored data it reads each chunk's rows through the source's readers (:class:`ChunkRead`);
+over a dask array it computes the chunk's blocks of every role together.  With one
 fold per series (``cv="groups"``) a group of lanes returns the folds of its own series
 only (:func:`lane_scheme`); the pass spreads the merged result over all folds at the
 end (:func:`all_folds`).
@@ -37,6 +39,9 @@ import numpy as np
 from ..errors import CheckpointError, NonFiniteError
 from ._base import FeatureMap, check_features
 from ._series import check_contiguous, merge_chunk_heads, run_heads
+
+#: the roles of a source a lane reads, in the order of a chunk's arrays
+ROLES = ("X", "y", "groups", "sample_weight")
 
 #: one mapped piece of a lane's rows: features, y, groups, weights, first row, rows left out (washout) or None
 Piece = tuple[np.ndarray, Any, Any, Any, int, Any]
@@ -73,6 +78,39 @@ def series_runs(groups: Any, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return pos, ids
 
 
+def stored_series_runs(reader: Any, lo: int, starts: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`series_runs` of a group column read through its reader (rows ``lo ..``), whole chunks of the
+    pass at a time, about :data:`RUN_READ_ROWS` rows a read."""
+    offset = int(starts[0]) if len(starts) else 0
+    bounds = [int(s) - offset for s in starts] + [n_rows]
+    heads, firsts, a = [], [], 0
+    for i in range(1, len(bounds)):
+        if bounds[i] - bounds[a] >= RUN_READ_ROWS or i == len(bounds) - 1:
+            heads.append(_heads(reader.read(lo + bounds[a], lo + bounds[i])))
+            firsts.append(offset + bounds[a])
+            a = i
+    pos, ids = merge_chunk_heads(heads, np.asarray(firsts, dtype=np.int64))
+    check_contiguous(pos, ids)
+    return pos, ids
+
+
+#: rows of the group column read at once by :func:`stored_series_runs`
+RUN_READ_ROWS = 1 << 20
+
+
+def _stored_readers(source: Any) -> tuple[tuple[Any, ...], int] | None:
+    """The readers of X, y, groups, weights and their first row, or None where a role is a dask array."""
+    if not hasattr(source, "pass_readers"):
+        return None
+    from ..sources import DaskReader
+
+    readers, lo = source.pass_readers()
+    roles = tuple(readers.get(role) for role in ROLES)
+    if any(isinstance(r, DaskReader) for r in roles):
+        return None
+    return roles, int(lo)
+
+
 def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
     g = np.asarray(block).reshape(-1)
     return run_heads(g, g.shape[0])
@@ -95,12 +133,43 @@ def group_size(n_lanes: int) -> int:
     return max(1, min(MAX_LANE_GROUP, max(LANE_GROUP, n_lanes // MIN_TASKS)))
 
 
+class ChunkRead:
+    """Rows ``lo .. hi - 1`` of X, y, groups and weights, read through the source's readers by the task.
+
+    The chunks of a lane over stored data (zarr, HDF5, .npy, in-memory arrays):
+    a task reads each chunk's rows itself, with nothing of dask to ship or to run.
+    """
+
+    __slots__ = ("hi", "lo", "readers")
+
+    def __init__(self, readers: tuple[Any, ...], lo: int, hi: int) -> None:
+        self.readers, self.lo, self.hi = readers, lo, hi
+
+    def read(self) -> list[np.ndarray | None]:
+        """The arrays of the roles (None where a role is absent)."""
+        return [None if r is None else r.read(self.lo, self.hi) for r in self.readers]
+
+
+def read_chunk(chunk: ChunkRead | tuple[Any, ...]) -> list[Any]:
+    """The arrays of one chunk: a :class:`ChunkRead`, or a tuple of dask blocks computed together."""
+    if isinstance(chunk, ChunkRead):
+        return chunk.read()
+    from ..executors import materialize_all
+
+    return materialize_all(chunk)
+
+
 class Lane:
     """Chunks ``first .. stop - 1`` of the pass and the warm-up rows before them (a plain class:
-    dask must not look inside it, the task reads the blocks itself)."""
+    dask must not look inside it, the task reads the blocks itself).
 
-    def __init__(self, first: int, stop: int, blocks: list[tuple[Any, ...]], starts: list[int],
-                 prefix: tuple[Any, Any, int] | None, init: Any = None) -> None:
+    ``blocks``: per chunk a :class:`ChunkRead` (stored data) or a tuple of the roles' dask blocks (a
+    dask array, computed together so upstream work shared by X and y runs once); ``prefix``: the
+    warm-up rows as such a chunk and their first global row, or None.
+    """
+
+    def __init__(self, first: int, stop: int, blocks: list[Any], starts: list[int],
+                 prefix: tuple[Any, int] | None, init: Any = None) -> None:
         self.first, self.stop, self.blocks, self.starts, self.prefix = first, stop, blocks, starts, prefix
         self.init = init  # the map's state before the lane (None: from rest)
 
@@ -160,21 +229,44 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
     block : function (array, chunk index) -> dask block
     """
     fmap = spec.features
+    n_rows = int(source.X.shape[0])
     fmap.check_width(int(source.X.shape[1]))
     offset = int(starts[0]) if len(starts) else 0
+    ends = [int(s) - offset for s in starts[1:]] + [n_rows]  # local row one past every chunk
+    stored = _stored_readers(source)  # stored data: tasks read rows through the readers, not dask blocks
     empty = np.zeros(0, dtype=np.int64)
-    heads, ids = series_runs(source.groups, starts) if fmap.stateful else (empty, empty)
+    if not fmap.stateful:
+        heads, ids = empty, empty
+    elif stored is not None and stored[0][2] is not None:
+        heads, ids = stored_series_runs(stored[0][2], stored[1], starts, n_rows)
+    else:
+        heads, ids = series_runs(source.groups, starts)
+
+    def chunk(lo: int, hi: int, i: int | None, roles: tuple[str, ...] = ROLES) -> Any:
+        """Local rows ``lo .. hi - 1`` (chunk ``i`` of the pass, or None) of ``roles``, the others None."""
+        if stored is not None:
+            readers, first_row = stored
+            a, b = first_row + lo, first_row + hi
+            kept = tuple(
+                None if r is None or name not in roles else r.window(a, b) if hasattr(r, "window") else r
+                for r, name in zip(readers, ROLES)
+            )  # in-memory arrays: a task ships its chunks' rows only
+            return ChunkRead(kept, a, b)
+        arrays = [getattr(source, name) if name in roles else None for name in ROLES]
+        if i is not None:
+            return tuple(block(arr, i) for arr in arrays)
+        return tuple(None if arr is None else arr[lo:hi] for arr in arrays)
+
     lanes: list[Lane] = []
-    for a, b, warm in plan_lanes(fmap, starts, offset + int(source.X.shape[0]), heads):
+    for a, b, warm in plan_lanes(fmap, starts, offset + n_rows, heads):
         if a < first < b:  # cannot happen: checkpoints are saved at lane ends of the same plan
             raise CheckpointError(f"the checkpoint ends inside a lane of chunks {a}-{b - 1}; delete it and rerun the pass")
         if a < first:
             continue
-        blocks = [tuple(block(getattr(source, n), i) for n in ("X", "y", "groups", "sample_weight")) for i in range(a, b)]
+        blocks = [chunk(int(starts[i]) - offset, ends[i], i) for i in range(a, b)]
         prefix = None
         if warm is not None:
-            lo, hi = warm - offset, int(starts[a]) - offset
-            prefix = (source.X[lo:hi], None if source.groups is None else source.groups[lo:hi], warm)
+            prefix = (chunk(warm - offset, int(starts[a]) - offset, None, ("X", "groups")), warm)
         init = spec.features_state if a == 0 and fmap.stateful else None
         lanes.append(Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init))
     if fmap.stateful and not getattr(fmap, "warmup", None):  # exact lanes: independent series, run together
@@ -261,16 +353,15 @@ def lane_pieces(lane: Lane, spec: Any) -> Generator[Piece, None, Any]:
 
     Yields the pieces of :data:`Piece`; returns the map's state after the lane's last row.
     """
-    from ..executors import _materialize, materialize_all
-
     fmap: FeatureMap = spec.features
     state = fmap.init_state() if lane.init is None else lane.init
     if lane.prefix is not None:
-        Xp, gp, row = lane.prefix
+        rows, row = lane.prefix
+        Xp, _, gp, _ = read_chunk(rows)
         with np.errstate(over="ignore", invalid="ignore"):  # the warm-up rows' features are discarded
-            _, state = fmap.apply_chunk(_materialize(Xp), row, _flat(_materialize(gp)), state)
+            _, state = fmap.apply_chunk(np.asarray(Xp), row, _flat(gp), state)
     for blocks, start in zip(lane.blocks, lane.starts):
-        X, y, g, w = materialize_all(blocks)
+        X, y, g, w = read_chunk(blocks)
         g = _flat(g)
         F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
         yield F, y, g, w, start, drop
@@ -390,8 +481,6 @@ def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[li
     rows_seen : int
         One past the last raw row of the group (0 when it had none).
     """
-    from ..executors import materialize_all
-
     fmap: FeatureMap = spec.features
     lanes = group.lanes
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
@@ -401,7 +490,7 @@ def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[li
         chunks = []
         for j, lane in enumerate(lanes):
             if r < len(lane.blocks):
-                X, y, g, w = materialize_all(lane.blocks[r])
+                X, y, g, w = read_chunk(lane.blocks[r])
                 g, start = _flat(g), lane.starts[r]
                 X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
                 chunks.append((j, X, y, g, w, start, bad, keep))
