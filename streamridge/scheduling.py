@@ -168,9 +168,10 @@ def _start_local(n: int) -> tuple[Any, Any]:
     # local:2 vs threads 1.30x / 1.27x against 1.34x / 1.33x in the same run (a late tick is still reported
     # after distributed.admin.tick.limit, 3 s; memory monitoring, which pauses a worker, is left as it is).
     # worker-saturation 1.0: a one-thread worker holds one task, the next waits on the scheduler for the
-    # first free worker.  At dask's default, 1.1, each worker took two, so the last tasks could queue behind
-    # each other on one worker while the other idled: a stateful map's 8 lane tasks of 0.5 s went 5 and 3
-    # (2.80 s against 2.49 s balanced).
+    # first free worker (dask queues a group of tasks there once it has more than twice as many as there
+    # are threads).  At dask's default, 1.1, each worker took two, so the last tasks could queue behind each
+    # other on one worker while the other idled: a stateful map's 8 lane tasks of 0.5 s on local:2 went 3
+    # and 5 in 5 of 8 passes (4 and 4 in 8 of 8 at 1.0; walls 1.97-2.79 s against 1.83-2.32 s).
     config = {
         "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
         "distributed.worker.profile.enabled": False,

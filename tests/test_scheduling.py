@@ -88,6 +88,32 @@ def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatc
     assert distributed.config.get("distributed.worker.profile.enabled") == profile  # the driver's config kept
 
 
+def _held(dask_scheduler: Any) -> tuple[list[int], int]:
+    """Tasks each worker holds, and tasks waiting on the scheduler for a free worker."""
+    return sorted(len(ws.processing) for ws in dask_scheduler.workers.values()), len(dask_scheduler.queued)
+
+
+def test_a_local_cluster_gives_each_worker_one_task_at_a_time() -> None:
+    """The next task waits on the scheduler for the first free worker: at dask's default (two tasks a
+    one-thread worker) a stateful map's last lane tasks could queue on one worker while the other idled."""
+    import time
+
+    with scheduler_session("local:2") as starting, open_scheduler(starting) as sched:
+        client = sched.client
+        gate = distributed.Event("gate", client=client)
+        # one group of 10 tasks (more than twice the threads): dask queues them on the scheduler
+        futures = client.map(lambda i, e=gate: e.wait(60) and i, range(10), pure=False)
+        try:
+            deadline = time.monotonic() + 10
+            while client.run_on_scheduler(_held) != ([1, 1], 8) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            held = client.run_on_scheduler(_held)
+        finally:
+            gate.set()
+        assert held == ([1, 1], 8)  # dask's default gives ([2, 2], 6)
+        assert client.gather(futures) == list(range(10))
+
+
 def test_a_failed_start_is_raised_where_the_cluster_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(n: int) -> Any:
         raise RuntimeError("Nanny failed to start.")
