@@ -185,6 +185,78 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     )
 
 
+#: bytes of one lane group's outputs a ``predict`` thread may hold (a stateful map's series run in lanes);
+#: a source whose lane groups exceed it is mapped chunk after chunk through the dask views
+LANE_OUTPUT_BYTES = 256 * 2**20
+
+
+def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: Any) -> _RowBatches | None:
+    """The outputs of a model with a stateful map, its series mapped as the pass maps them, or None.
+
+    The lanes and lane groups of the statistics pass (:func:`streamridge.features.plan.lane_calls`:
+    the chunks of each series in row order, the map's state carried; several series in lockstep), one
+    group per thread, each reading its rows through the source's readers.  A group covers consecutive
+    rows, so its outputs are one block of the written arrays.  None (use the dask views) for a map with
+    ``warmup`` (the pass's approximation; predictions carry the state exactly), or where a group's
+    outputs would exceed :data:`LANE_OUTPUT_BYTES` (one long series).
+    """
+    import numpy as np
+
+    from .features import plan
+    from .folds import FoldScheme
+    from .parallel import blas_controller, n_cpus
+    from .stream import PassSpec
+
+    fmap = model.features_
+    if getattr(fmap, "warmup", None) or source.n_rows() == 0:
+        return None
+    spec = PassSpec(FoldScheme("hash", 2), None, 1, features=fmap)  # folds and classes unused: no statistics
+    chunks, runs = plan.lane_chunks(source, spec, list(source.row_chunks()))
+    bounds = np.cumsum((0, *chunks)).astype(np.int64)
+    calls = plan.lane_calls(source, spec, bounds[:-1], 0, lambda arr, i: arr.blocks[i], runs=runs)
+    lanes = [lane for _, (lane, _s) in calls]
+    rows = [(int(bounds[lane.first]), int(bounds[lane.stop])) for lane in lanes]
+    coef, b = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)
+    width = coef.shape[0] * (2 if scores else 1)
+    if max(hi - lo for lo, hi in rows) * width * 8 > LANE_OUTPUT_BYTES:
+        return None
+
+    def outputs(linear: np.ndarray) -> tuple[np.ndarray, ...]:
+        if not hasattr(model, "decision_function"):
+            return (np.asarray(model._shape_predictions(linear)),)
+        decision = np.asarray(model._shape_scores(linear))
+        return (model._labels_of(decision), decision) if scores else (model._labels_of(decision),)
+
+    def one(i: int) -> tuple[np.ndarray, ...]:
+        lane, (lo, hi) = lanes[i], rows[i]
+        linear = np.empty((hi - lo, coef.shape[0]))
+
+        def add(F: np.ndarray, y: Any, g: Any, w: Any, start: int, drop: Any) -> None:
+            np.matmul(F, coef.T, out=linear[start - lo : start - lo + F.shape[0]])
+
+        pieces = plan.group_pieces(lane, spec) if isinstance(lane, plan.LaneGroup) else plan.lane_pieces(lane, spec)
+        plan.drain(pieces, add)
+        linear += b
+        return outputs(linear)
+
+    workers = max(1, min(n_cpus(), len(lanes)))
+    pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
+    stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
+    starts = [lo for lo, _ in rows]
+
+    def compute(a: int, c: int) -> list[np.ndarray]:  # a and c are group boundaries
+        first, stop = starts.index(a), (starts.index(c) if c < rows[-1][1] else len(rows))
+        parts = list(pool.map(one, range(first, stop)))
+        return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
+
+    empty = outputs(np.empty((0, coef.shape[0])))
+    n = source.n_rows()
+    return _RowBatches(
+        compute, [(n, *e.shape[1:]) for e in empty], [e.dtype for e in empty], tuple(hi - lo for lo, hi in rows),
+        batch_chunks=workers, tick=tick,
+    )
+
+
 #: float64 bytes of a stateless map's outputs computed at a time by ``predict`` (they stay in cache for the product)
 MAP_TILE_BYTES = 4 * 2**20
 
@@ -269,18 +341,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
         fmap = getattr(model, "features_", None)
         if fmap is None or not fmap.stateful:  # rows through the reader, no dask (series ids are not needed)
             batches = _reader_batches(source, _rows_fn(model, scores), stack, batch_chunks=batch, tick=tick)
-        else:  # a stateful feature map: the dask views, each series' state carried in row order
-            groups = None if args.groups is None else open_source(
+        else:  # a stateful feature map: each series' state carried in row order
+            series = source if args.groups is None else open_source(
                 args.data, x=args.x, y=None, groups=args.groups, chunk_rows=args.chunk_rows, require_y=False,
                 storage_options=args.storage_options,
-            ).groups
-            extra = () if groups is None else (groups,)
-            if scores:
-                decision = model.decision_function(source.X, *extra)
-                arrays = [model._labels_of(decision), decision]
-            else:
-                arrays = [model.predict(source.X, *extra)]
-            batches = _dask_batches(arrays, batch_chunks=batch, tick=tick)
+            )
+            lanes = _lane_batches(model, series, scores, stack, tick=tick)
+            if lanes is not None:  # the series in lanes, as the pass runs them
+                batches = lanes
+            else:  # chunk after chunk through the dask views
+                extra = () if args.groups is None else (series.groups,)
+                if scores:
+                    decision = model.decision_function(source.X, *extra)
+                    arrays = [model._labels_of(decision), decision]
+                else:
+                    arrays = [model.predict(source.X, *extra)]
+                batches = _dask_batches(arrays, batch_chunks=batch, tick=tick)
         # the next batch computed while this one is written; shut down (LIFO) before the reading threads
         batches.read_ahead(stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="streamridge-ahead")))
         values = [batches.output(0), batches.output(1) if scores else None]

@@ -57,9 +57,9 @@ def accumulate_lanes(
     from .scheduling import describe, open_scheduler
 
     X = source.X
-    chunks = [int(c) for c in X.chunks[0]]
+    chunks, runs = plan.lane_chunks(source, spec, [int(c) for c in X.chunks[0]], row_offset)
     starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    calls = plan.lane_calls(source, spec, starts, 0, _block)
+    calls = plan.lane_calls(source, spec, starts, 0, _block, runs=runs)
     lanes = [lane for _, (lane, _s) in calls]
     rows = [int(sum(chunks[lane.first : lane.stop])) for lane in lanes]
     n = len(lanes)

@@ -247,8 +247,8 @@ def test_row_batches_compute_each_row_once(step, ahead):
 @pytest.mark.parametrize("case", ["plain", "plain with series ids", "stateful map"])
 def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, case):
     """``--scores`` takes predictions and scores from one read of X: through the reader (series ids are
-    not needed without a stateful map), and through the dask views (a stateful map, each series in row
-    order); the labels are those of the scores."""
+    not needed without a stateful map), and in a stateful map's lanes (each series in row order, the
+    stored chunks shared by series decoded once); the labels are those of the scores."""
     import h5py
 
     from streamridge.sources import _zarr
@@ -291,18 +291,62 @@ def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, ca
     np.testing.assert_array_equal(labels, est.predict(X, ids))
 
 
-@pytest.mark.parametrize("path", ["reader", "dask"])
+@pytest.mark.parametrize("series", [True, False])
+def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monkeypatch, series):
+    """A stateful map's series are mapped in lanes (several in lockstep, lane groups on threads): the same
+    predictions as the dask views (taken where a group's outputs exceed LANE_OUTPUT_BYTES: one long series)
+    and as transform-then-predict; without series ids, all rows are one series."""
+    from streamridge import cli_predict
+
+    X = rng.standard_normal((900, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(900)
+    g = np.repeat(np.arange(9), 100)  # 9 series: two lane groups
+    store = write_zarr(tmp_path / "d.zarr", X, y, g, chunk_rows=128)
+    (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 10\nseed = 1\n')
+    fit = ["--groups", "groups", "--leave-group-out"] if series else []
+    assert run(capsys, "fit", "--data", store, "--out", tmp_path / "m.npz", "--quiet", "--features", tmp_path / "f.toml", *fit)[0] == 0
+    real, used = cli_predict._dask_batches, []
+    monkeypatch.setattr(cli_predict, "_dask_batches", lambda *a, **k: used.append(1) or real(*a, **k))
+    extra = ["--groups", "groups"] if series else []
+    outs = []
+    for limit in (cli_predict.LANE_OUTPUT_BYTES, 8):
+        monkeypatch.setattr(cli_predict, "LANE_OUTPUT_BYTES", limit)
+        out = tmp_path / f"p{limit}.zarr"
+        assert run(capsys, "predict", "--model", tmp_path / "m.npz", "--data", store, "--out", out, "--quiet", *extra)[0] == 0
+        outs.append(zarr.open_group(str(out), mode="r")["predictions"][:])
+    assert used == [1]  # the second run only
+    model = load_model(tmp_path / "m.npz")
+    ref = model.features_.transform(X, groups=g if series else None) @ model.coef_ + model.intercept_
+    for got in outs:
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("path", ["reader", "lanes", "dask"])
 def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, path):
-    """A block that fails midway (rows read through the reader; or the dask views, taken by a stateful map)."""
+    """A block that fails midway: rows read through the reader; a stateful map's lanes; or the dask views,
+    taken by a map with ``warmup`` (predictions carry the state exactly)."""
     from streamridge._core import _RidgeCV as StreamRidgeCV  # the class `predict` loads the model as
+    from streamridge.features import plan
 
     model, preds = tmp_path / "m.npz", tmp_path / "p.zarr"
     fmap = []
-    if path == "dask":
-        (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 10\nseed = 1\n')
+    if path != "reader":
+        warmup = "warmup = 20\n" if path == "dask" else ""
+        (tmp_path / "f.toml").write_text(f'map = "esn"\nn_units = 10\nseed = 1\n{warmup}')
         fmap = ["--groups", "groups", "--leave-group-out", "--features", tmp_path / "f.toml"]
     assert run(capsys, "fit", "--data", store, "--out", model, "--quiet", *fmap)[0] == 0
-    if path == "reader":
+    if path == "lanes":
+        original_read = plan.read_chunk
+        reads = []
+
+        def failing_read(chunk, cache=None):
+            reads.append(chunk)
+            if len(reads) == 4:
+                raise ValueError("disk on fire")
+            return original_read(chunk, cache)
+
+        monkeypatch.setattr(plan, "read_chunk", failing_read)
+    elif path == "reader":
         original_rows = StreamRidgeCV._linear_rows
         calls = []
 
@@ -326,11 +370,12 @@ def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, p
             return out.map_blocks(boom, dtype=out.dtype, meta=np.empty((0,)))
 
         monkeypatch.setattr(StreamRidgeCV, "predict", failing)
-    extra = ["--groups", "groups"] if path == "dask" else []
+    extra = ["--groups", "groups"] if path != "reader" else []
     code, _, err = run(
         capsys, "predict", "--model", model, "--data", store, "--out", preds, "--chunk-rows", "100", *extra
     )
     assert code == 2 and "disk on fire" in err
+    assert path != "lanes" or len(reads) == 4
     assert not preds.exists() and leftovers(tmp_path) == []
 
 

@@ -201,3 +201,28 @@ def test_series_runs_read_in_batches_through_the_reader(tmp_path: Path, raw: dic
     g[900:1000] = 3  # series 3 (rows 600-799) comes back, across a read boundary
     with pytest.raises(InputError, match=r"series 3 starts again at row 1900"):
         plan_mod.stored_series_runs(open_source(raw["X"], y=raw["y"], groups=g, chunk_rows=100).pass_readers()[0]["groups"], 0, starts, M)
+
+
+def test_lanes_cut_chunks_holding_many_series(tmp_path: Path, raw: dict[str, np.ndarray]) -> None:
+    """Narrow raw inputs make chunks that hold many series: the lanes' chunks are cut at the series heads, so
+    every series is a lane (in lockstep with others, in parallel), and consecutive series cut from one
+    stored chunk decode it once: each stored chunk is read once, except the one two lane groups share."""
+    store = _store(tmp_path, raw, 300)
+    src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight", chunk_rows=600)
+    spec = _spec(EchoStateNetwork(20, seed=1), raw["X"])
+    chunks, runs = plan_mod.lane_chunks(src, spec, list(src.row_chunks()), 1000)
+    assert chunks == [200] * 12  # series of 200 rows in chunks of 600
+    np.testing.assert_array_equal(runs[0], np.arange(0, M, 200) + 1000)
+    store.reads.clear()
+    report = PassReport()
+    got = accumulate(src, spec, scheduler="threads", report=report)
+    assert report.extra["partitions"] == 2  # 12 lanes in groups of 8
+    for name in ("X", "y", "sample_weight"):  # group 1 reads rows [0, 1600), group 2 [1600, 2400)
+        reads = store.chunk_reads(name)
+        assert {int(k.split("/")[2]): v for k, v in reads.items()} == {i: 1 + (i == 5) for i in range(8)}, name
+    ref = accumulate(open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=200), spec, scheduler="sync")
+    _close(got, ref)
+    # without series ids, or with a map that is not exact (warm-up), the source's chunks
+    assert plan_mod.lane_chunks(open_source(raw["X"], y=raw["y"], chunk_rows=600), spec, [600] * 4)[0] == [600] * 4
+    warm = _spec(EchoStateNetwork(20, seed=1, warmup=30), raw["X"])
+    assert plan_mod.lane_chunks(src, warm, list(src.row_chunks())) == ([600] * 4, None)

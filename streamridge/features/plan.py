@@ -111,6 +111,27 @@ def _stored_readers(source: Any) -> tuple[tuple[Any, ...], int] | None:
     return roles, int(lo)
 
 
+def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) -> tuple[list[int], Any]:
+    """The chunks the lanes run over, and the series runs they were cut at (or None).
+
+    An exact stateful map over stored data: the source's chunks cut at every
+    series head, so that every series is a lane of its own, run in lockstep
+    with others and in parallel.  A chunk holding many series (narrow raw inputs
+    make chunks of millions of rows) put them all in one lane, one after another.
+    Otherwise (stateless or ``warmup`` maps, dask arrays, no series ids) the
+    source's chunks.  Pass the runs to :func:`lane_calls` (``runs=``).
+    """
+    fmap = spec.features
+    stored = _stored_readers(source)
+    if not fmap.stateful or getattr(fmap, "warmup", None) or stored is None or stored[0][2] is None or not chunks:
+        return list(chunks), None
+    n_rows = int(sum(chunks))
+    bounds = np.cumsum([0, *chunks]).astype(np.int64)
+    heads, ids = stored_series_runs(stored[0][2], stored[1], bounds[:-1] + row_offset, n_rows)
+    cuts = np.union1d(bounds, heads - row_offset)
+    return np.diff(cuts).astype(int).tolist(), (heads, ids)
+
+
 def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
     g = np.asarray(block).reshape(-1)
     return run_heads(g, g.shape[0])
@@ -145,15 +166,47 @@ class ChunkRead:
     def __init__(self, readers: tuple[Any, ...], lo: int, hi: int) -> None:
         self.readers, self.lo, self.hi = readers, lo, hi
 
-    def read(self) -> list[np.ndarray | None]:
-        """The arrays of the roles (None where a role is absent)."""
-        return [None if r is None else r.read(self.lo, self.hi) for r in self.readers]
+    def read(self, cache: dict[int, Any] | None = None) -> list[np.ndarray | None]:
+        """The arrays of the roles (None where a role is absent).
+
+        ``cache`` (one per task) keeps the whole read units last decoded for
+        each role, where they are at most :data:`CACHE_ROWS_FACTOR` times the
+        rows asked for: the chunks of series that share a stored chunk are
+        then cut from one decode of it.
+        """
+        return [None if r is None else _cached_read(r, i, self.lo, self.hi, cache) for i, r in enumerate(self.readers)]
 
 
-def read_chunk(chunk: ChunkRead | tuple[Any, ...]) -> list[Any]:
-    """The arrays of one chunk: a :class:`ChunkRead`, or a tuple of dask blocks computed together."""
+#: a read's whole stored units are decoded and kept for the next chunks where they hold at most this many
+#: times its rows (plus one unit), else only its rows are read
+CACHE_ROWS_FACTOR = 4
+
+
+def _cached_read(reader: Any, role: int, lo: int, hi: int, cache: dict[int, Any] | None) -> np.ndarray:
+    if cache is None or not hasattr(reader, "grid") or type(reader).__name__ == "NumpyReader":
+        return np.asarray(reader.read(lo, hi))
+    held = cache.get(role)
+    if held is not None and held[0] <= lo and hi <= held[1]:
+        return held[2][lo - held[0] : hi - held[0]]
+    grid = reader.grid()
+    a, b = grid.floor(lo, unit=True), grid.ceil(hi, unit=True)
+    if held is not None and held[0] <= lo < held[1]:  # the next rows: the units held are not decoded again
+        a = held[1]
+    if b - a > CACHE_ROWS_FACTOR * (hi - lo) + grid.unit:
+        cache.pop(role, None)
+        return np.asarray(reader.read(lo, hi))
+    block = np.asarray(reader.read(a, b))
+    if held is not None and a == held[1]:
+        block, a = np.concatenate([held[2][lo - held[0] :], block]), lo
+    cache[role] = (a, b, block)
+    return block[lo - a : hi - a]
+
+
+def read_chunk(chunk: ChunkRead | tuple[Any, ...], cache: dict[int, Any] | None = None) -> list[Any]:
+    """The arrays of one chunk: a :class:`ChunkRead` (through ``cache``, one per task), or a tuple of dask
+    blocks computed together."""
     if isinstance(chunk, ChunkRead):
-        return chunk.read()
+        return chunk.read(cache)
     from ..executors import materialize_all
 
     return materialize_all(chunk)
@@ -214,7 +267,9 @@ def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.
     return [(a, b, None) for a, b in zip(firsts, [*firsts[1:], n])]
 
 
-def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: Any) -> list[tuple[tuple[()], tuple[Lane | LaneGroup, Any]]]:
+def lane_calls(
+    source: Any, spec: Any, starts: np.ndarray, first: int, block: Any, *, runs: Any = None
+) -> list[tuple[tuple[()], tuple[Lane | LaneGroup, Any]]]:
     """Calls ``((), (lane, spec))`` of the lanes starting at chunk ``first`` or later.
 
     Exact lanes of a stateful map come in groups of :func:`group_size` (:class:`LaneGroup`):
@@ -227,16 +282,20 @@ def lane_calls(source: Any, spec: Any, starts: np.ndarray, first: int, block: An
     starts : global first row of every chunk
     first : chunks before this one are done (a resumed checkpoint ends at a lane end)
     block : function (array, chunk index) -> dask block
+    runs : the series runs ``(heads, ids)`` already read (:func:`lane_chunks`), or None
     """
     fmap = spec.features
-    n_rows = int(source.X.shape[0])
-    fmap.check_width(int(source.X.shape[1]))
+    n_rows, width = (source.n_rows(), source.n_features()) if hasattr(source, "n_rows") else source.X.shape
+    fmap.check_width(int(width))
+    n_rows = int(n_rows)
     offset = int(starts[0]) if len(starts) else 0
     ends = [int(s) - offset for s in starts[1:]] + [n_rows]  # local row one past every chunk
     stored = _stored_readers(source)  # stored data: tasks read rows through the readers, not dask blocks
     empty = np.zeros(0, dtype=np.int64)
     if not fmap.stateful:
         heads, ids = empty, empty
+    elif runs is not None:
+        heads, ids = runs
     elif stored is not None and stored[0][2] is not None:
         heads, ids = stored_series_runs(stored[0][2], stored[1], starts, n_rows)
     else:
@@ -360,8 +419,9 @@ def lane_pieces(lane: Lane, spec: Any) -> Generator[Piece, None, Any]:
         Xp, _, gp, _ = read_chunk(rows)
         with np.errstate(over="ignore", invalid="ignore"):  # the warm-up rows' features are discarded
             _, state = fmap.apply_chunk(np.asarray(Xp), row, _flat(gp), state)
+    cache: dict[int, Any] = {}
     for blocks, start in zip(lane.blocks, lane.starts):
-        X, y, g, w = read_chunk(blocks)
+        X, y, g, w = read_chunk(blocks, cache)
         g = _flat(g)
         F, drop, state = _map_chunk(fmap, np.asarray(X), start, g, state, spec.skip_nonfinite)
         yield F, y, g, w, start, drop
@@ -486,11 +546,12 @@ def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[li
     states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
     rows_seen = 0
     buf = np.empty((0, fmap.n_features_out_))
+    cache: dict[int, Any] = {}  # stored units shared by the chunks of consecutive series: decoded once
     for r in range(max(len(lane.blocks) for lane in lanes)):
         chunks = []
         for j, lane in enumerate(lanes):
             if r < len(lane.blocks):
-                X, y, g, w = read_chunk(lane.blocks[r])
+                X, y, g, w = read_chunk(lane.blocks[r], cache)
                 g, start = _flat(g), lane.starts[r]
                 X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
                 chunks.append((j, X, y, g, w, start, bad, keep))
@@ -512,7 +573,7 @@ def _round_pieces(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[
             mapped = fmap.apply_chunks(items, out=buf)
         for (j, _x, y, g, w, start, bad, keep), (F, state) in zip(part, mapped):
             _check_good(F, bad[rows], start + a, fmap)
-            yield F, y[rows], _cut(g, rows), _cut(w, rows), start + a, None if keep is None else ~keep[rows]
+            yield F, _cut(y, rows), _cut(g, rows), _cut(w, rows), start + a, None if keep is None else ~keep[rows]
             states[j] = state
     return buf
 
