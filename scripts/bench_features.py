@@ -7,6 +7,7 @@ Usage::
     python scripts/bench_features.py --series 256 --steps 781     # 16 short series per chunk: run in lockstep
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
     python scripts/bench_features.py --only-workers --series 64 --steps 12500 --chunk-rows 3125 --repeats 2   # (e) alone
+    python scripts/bench_features.py --only-cli --series 64 --steps 12500 --chunk-rows 3125   # (g) alone
     python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
     python scripts/bench_features.py --only-map --baseline old_lockstep.py   # (c) also with a copy of an older step loop
     python scripts/bench_features.py --lane-results --series 64 --steps 3125 --chunk-rows 3125   # (f) alone
@@ -25,6 +26,9 @@ Measured in one run on the same data (raw inputs: 2 float32 columns, one target,
                   of the one thread (BLAS limited to 1 thread), less disturbed by other processes than wall time;
   (d) workers     the map pass on 1 worker (sync, BLAS on 1 thread) vs the threaded scheduler (all cores;
                   series run in parallel).
+  (g) command line  ``streamridge fit`` (leave one series out, the map from a features file, the default
+                  chunking) and ``streamridge predict`` of the raw store, run in this process, against (c)'s map
+                  alone on one thread (``--only-cli``).
   (f) lane results  with cv="groups", the lane-group tasks run in this process and their results merged by the
                   pass's tree: each group's statistics over its own series' folds vs over all folds (alternated;
                   CPU time of the tasks and of the merges, and the bytes of the pickled results a cluster moves).
@@ -131,6 +135,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
+    ap.add_argument("--only-cli", action="store_true", help="(g) only: streamridge fit and predict of the raw store")
     ap.add_argument("--only-workers", action="store_true", help="(e) only: the map pass on 1 vs 2 worker processes")
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
     ap.add_argument("--lane-results", action="store_true", help="(f) only: lane groups' results, own folds vs all folds")
@@ -149,6 +154,11 @@ def main() -> None:
         return
     if args.lane_results:
         _report_lane_results(est, raw, args)
+        return
+    if args.only_cli:
+        _report_cli(fmap, u, g, raw, root, args)
+        if args.dir is None:
+            shutil.rmtree(root)
         return
     if args.only_workers:
         one, two = _workers(est, raw, args.repeats)
@@ -196,6 +206,27 @@ def main() -> None:
               f"{t_workers[0]:.2f} s / {t_workers[1]:.2f} s; speed-up {t_workers[0] / t_workers[1]:.2f}x")
     if args.dir is None:
         shutil.rmtree(root)
+
+
+def _report_cli(fmap, u: np.ndarray, g: np.ndarray, raw: str, root: str, args) -> None:
+    """(g): ``streamridge fit`` and ``predict`` of the raw store in this process, best of repeats."""
+    import json
+
+    from streamridge import cli
+
+    spec = os.path.join(root, "features.json")
+    with open(spec, "w") as f:
+        json.dump({"map": "esn" if args.map == "esn" else "random_hidden", "n_units": args.units, "seed": 1}, f)
+    model, out = os.path.join(root, "m.npz"), os.path.join(root, "p.zarr")
+    fit = ["fit", "--data", raw, "--groups", "groups", "--leave-group-out", "--features", spec, "--out", model, "--quiet", "--overwrite"]
+    predict = ["predict", "--model", model, "--data", raw, "--groups", "groups", "--out", out, "--quiet", "--overwrite"]
+    t_fit = best(lambda: cli.main(fit), args.repeats)
+    t_predict = best(lambda: cli.main(predict), args.repeats)
+    with threadpool_limits(1):
+        t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
+    n = len(u)
+    print(f"(g) streamridge fit {t_fit:.2f} s ({n / t_fit:,.0f} rows/s), predict {t_predict:.2f} s ({n / t_predict:,.0f} rows/s); "
+          f"map alone on 1 thread {t_alone:.2f} s; load {os.getloadavg()[0]:.1f}")
 
 
 def _map_pass(est: dict, raw: str, client: Any) -> Any:
