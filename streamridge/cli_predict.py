@@ -185,8 +185,9 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     )
 
 
-#: bytes of one lane group's outputs a ``predict`` thread may hold (a stateful map's series run in lanes);
-#: a source whose lane groups exceed it is mapped chunk after chunk through the dask views
+#: bytes of lane group outputs ``predict`` may hold at once (a stateful map's series run in lanes): two
+#: batches of one group per thread; a source whose largest group exceeds its share is mapped chunk after
+#: chunk through the dask views
 LANE_OUTPUT_BYTES = 256 * 2**20
 
 
@@ -197,8 +198,8 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
     the chunks of each series in row order, the map's state carried; several series in lockstep), one
     group per thread, each reading its rows through the source's readers.  A group covers consecutive
     rows, so its outputs are one block of the written arrays.  None (use the dask views) for a map with
-    ``warmup`` (the pass's approximation; predictions carry the state exactly), or where a group's
-    outputs would exceed :data:`LANE_OUTPUT_BYTES` (one long series).
+    ``warmup`` (the pass's approximation; predictions carry the state exactly), or where the outputs of
+    two batches of the largest group per thread would exceed :data:`LANE_OUTPUT_BYTES` (one long series).
     """
     import numpy as np
 
@@ -217,8 +218,8 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
     lanes = [lane for _, (lane, _s) in calls]
     rows = [(int(bounds[lane.first]), int(bounds[lane.stop])) for lane in lanes]
     coef, b = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)
-    width = coef.shape[0] * (2 if scores else 1)
-    if max(hi - lo for lo, hi in rows) * width * 8 > LANE_OUTPUT_BYTES:
+    workers = max(1, min(n_cpus(), len(lanes)))
+    if max(hi - lo for lo, hi in rows) * coef.shape[0] * (2 if scores else 1) * 8 * 2 * workers > LANE_OUTPUT_BYTES:
         return None
 
     def outputs(linear: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -239,14 +240,12 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
         linear += b
         return outputs(linear)
 
-    workers = max(1, min(n_cpus(), len(lanes)))
     pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
     stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
-    starts = [lo for lo, _ in rows]
+    index = {lo: i for i, (lo, _) in enumerate(rows)} | {rows[-1][1]: len(rows)}
 
     def compute(a: int, c: int) -> list[np.ndarray]:  # a and c are group boundaries
-        first, stop = starts.index(a), (starts.index(c) if c < rows[-1][1] else len(rows))
-        parts = list(pool.map(one, range(first, stop)))
+        parts = list(pool.map(one, range(index[a], index[c])))
         return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
 
     empty = outputs(np.empty((0, coef.shape[0])))
