@@ -7,7 +7,14 @@
 #   BASELINE=.ab_old OUT=/some/dir bash scripts/bench_device.sh   # only the A/B steps: the package under
 #       .ab_old/streamridge (a `git archive` of an older commit) alternated with this checkout's
 #
-# On a machine without dask and zarr, the wheels in .whl/ are installed into /tmp/site first.
+# On a machine without dask and zarr, the wheels in .whl/ are installed into /tmp/site first. They were fetched
+# here with (Python 3.12 there; the versions of this machine's environment; .whl/ and .ab_old/ are listed in
+# .git/info/exclude and carried by the device tool):
+#   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -d .whl \
+#     dask==2026.8.0 distributed==2026.8.0 zarr==3.1.6 numcodecs==0.16.6 zstandard==0.25.0 donfig==0.8.1.post1 \
+#     google-crc32c==1.9.0 tblib==3.2.2 zict==3.0.0 partd==1.4.2 locket==1.0.0 tornado==6.6.1
+#   mkdir .ab_old && git archive <older commit> streamridge | tar -x -C .ab_old
 # Each step has its own time limit and writes its log to $OUT; a failed step does not stop the next.
 set -u
 export PYTHONUNBUFFERED=1  # bytecode is written: worker processes import dask and distributed afresh
