@@ -8,6 +8,7 @@ Usage::
     python scripts/bench_features.py --series 64 --steps 3125 --workers   # (e) 1 vs 2 worker processes
     python scripts/bench_features.py --only-workers --series 64 --steps 12500 --chunk-rows 3125 --repeats 2   # (e) alone
     python scripts/bench_features.py --only-cli --series 64 --steps 12500 --chunk-rows 3125   # (g) alone
+    python scripts/bench_features.py --only-pass --series 20000 --steps 50 --units 50 --cv 5 --default-chunks
     python scripts/bench_features.py --only-map --units 1000 --series 16 --steps 1000   # (c) alone
     python scripts/bench_features.py --only-map --baseline old_lockstep.py   # (c) also with a copy of an older step loop
     python scripts/bench_features.py --lane-results --series 64 --steps 3125 --chunk-rows 3125   # (f) alone
@@ -135,6 +136,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
+    ap.add_argument("--cv", type=int, default=None, help="K hash folds for (a), (d), (e) (default: one fold per series)")
+    ap.add_argument("--default-chunks", action="store_true", help="(a), (d), (e): the estimator's default chunk rows, not --chunk-rows")
+    ap.add_argument("--only-pass", action="store_true", help="(a) and (d) only")
     ap.add_argument("--only-cli", action="store_true", help="(g) only: streamridge fit and predict of the raw store")
     ap.add_argument("--only-workers", action="store_true", help="(e) only: the map pass on 1 vs 2 worker processes")
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
@@ -146,7 +150,7 @@ def main() -> None:
     u, y, g = make_raw(args.series, args.steps)
     raw = write_zarr(os.path.join(root, "raw.zarr"), u, y, g, chunk_rows=args.chunk_rows)
     fmap = fmap.fit(u)
-    est = dict(cv="groups", features=fmap, chunk_rows=args.chunk_rows)
+    est = dict(cv="groups" if args.cv is None else args.cv, features=fmap, chunk_rows=None if args.default_chunks else args.chunk_rows)
     print(f"{args.map} {args.units} units, {args.series} series x {args.steps} steps = {len(y):,} rows, chunks of {args.chunk_rows}")
 
     if args.only_map:
@@ -170,6 +174,12 @@ def main() -> None:
     t_map = best(lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats)
     with threadpool_limits(1):  # one worker with one BLAS thread, as each threaded worker has
         t_map1 = best(lambda: sr.StreamRidgeCV(**est, scheduler="sync").compute_stats(raw, groups="groups"), args.repeats)
+    if args.only_pass:
+        print(f"(a) map pass, threads            {t_map:8.2f} s   {len(y) / t_map:12,.0f} rows/s")
+        print(f"(d) map pass 1 worker (sync)     {t_map1:8.2f} s; load {os.getloadavg()[0]:.1f}")
+        if args.dir is None:
+            shutil.rmtree(root)
+        return
 
     feat_path = os.path.join(root, "features.zarr")
     t0 = time.perf_counter()

@@ -226,3 +226,19 @@ def test_lanes_cut_chunks_holding_many_series(tmp_path: Path, raw: dict[str, np.
     assert plan_mod.lane_chunks(open_source(raw["X"], y=raw["y"], chunk_rows=600), spec, [600] * 4)[0] == [600] * 4
     warm = _spec(EchoStateNetwork(20, seed=1, warmup=30), raw["X"])
     assert plan_mod.lane_chunks(src, warm, list(src.row_chunks())) == ([600] * 4, None)
+
+
+def test_many_short_series_share_lanes(raw: dict[str, np.ndarray]) -> None:
+    """240 series of 10 rows are not 240 lanes: the chunk is cut at series heads into pieces of about
+    M / (8 tasks x 8 lanes) = 38 rows or more, whose series run in lockstep inside the piece."""
+    g = np.repeat(np.arange(240), 10)
+    src = open_source(raw["X"], y=raw["y"], groups=g, sample_weight=raw["sample_weight"], chunk_rows=M)
+    spec = _spec(EchoStateNetwork(20, seed=1), raw["X"])
+    chunks, _ = plan_mod.lane_chunks(src, spec, [M])
+    cuts = np.cumsum([0, *chunks])[:-1]
+    assert 50 <= len(chunks) <= 64 and set(cuts) <= set(range(0, M, 10)) and 30 <= min(chunks[:-1]) and max(chunks) <= 40
+    report = PassReport()
+    got = accumulate(src, spec, scheduler="threads", report=report)
+    assert report.extra["partitions"] == -(-len(chunks) // plan_mod.group_size(len(chunks)))
+    F = spec.features.transform(raw["X"], groups=g)
+    _close(got, chunk_task(F, raw["y"], g, raw["sample_weight"], 0, PassSpec(spec.scheme, None, 1)), 1e-11)

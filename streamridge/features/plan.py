@@ -114,12 +114,14 @@ def _stored_readers(source: Any) -> tuple[tuple[Any, ...], int] | None:
 def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) -> tuple[list[int], Any]:
     """The chunks the lanes run over, and the series runs they were cut at (or None).
 
-    An exact stateful map over stored data: the source's chunks cut at every
-    series head, so that every series is a lane of its own, run in lockstep
-    with others and in parallel.  A chunk holding many series (narrow raw inputs
-    make chunks of millions of rows) put them all in one lane, one after another.
-    Otherwise (stateless or ``warmup`` maps, dask arrays, no series ids) the
-    source's chunks.  Pass the runs to :func:`lane_calls` (``runs=``).
+    An exact stateful map over stored data: the source's chunks cut at series
+    heads into pieces of about ``n_rows / (MIN_TASKS * LANE_GROUP)`` rows or
+    more, so that there are lanes enough for lane groups on every core.  A chunk
+    holding many series (narrow raw inputs make chunks of millions of rows) was
+    one lane: one task, on one core.  The series inside a piece still run in
+    lockstep (:meth:`apply_chunks`), so many short series do not become as many
+    lanes.  Otherwise (stateless or ``warmup`` maps, dask arrays, no series ids)
+    the source's chunks.  Pass the runs to :func:`lane_calls` (``runs=``).
     """
     fmap = spec.features
     stored = _stored_readers(source)
@@ -128,8 +130,15 @@ def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) 
     n_rows = int(sum(chunks))
     bounds = np.cumsum([0, *chunks]).astype(np.int64)
     heads, ids = stored_series_runs(stored[0][2], stored[1], bounds[:-1] + row_offset, n_rows)
-    cuts = np.union1d(bounds, heads - row_offset)
-    return np.diff(cuts).astype(int).tolist(), (heads, ids)
+    local = heads - row_offset
+    target = max(1, -(-n_rows // (MIN_TASKS * LANE_GROUP)))
+    cuts = [bounds]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        inner = local[(local > a) & (local < b)]
+        if len(inner) and b - a > target:  # the first head at or after every multiple of the target
+            at = np.searchsorted(inner, np.arange(a + target, b, target))
+            cuts.append(inner[np.unique(at[at < len(inner)])])
+    return np.diff(np.unique(np.concatenate(cuts))).astype(int).tolist(), (heads, ids)
 
 
 def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
