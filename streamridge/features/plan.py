@@ -31,6 +31,7 @@ This module is the only place the pass knows about feature maps
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
@@ -133,7 +134,7 @@ def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) 
     local = heads - row_offset
     target = max(1, -(-n_rows // (MIN_TASKS * LANE_GROUP)))
     cuts = [bounds]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds.tolist()):
         inner = local[(local > a) & (local < b)]
         if len(inner) and b - a > target:  # the first head at or after every multiple of the target
             at = np.searchsorted(inner, np.arange(a + target, b, target))
