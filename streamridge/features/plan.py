@@ -193,12 +193,12 @@ CACHE_ROWS_FACTOR = 4
 
 
 def _cached_read(reader: Any, role: int, lo: int, hi: int, cache: dict[int, Any] | None) -> np.ndarray:
-    if cache is None or not hasattr(reader, "grid") or type(reader).__name__ == "NumpyReader":
+    grid = reader.grid() if cache is not None and hasattr(reader, "grid") else None
+    if cache is None or grid is None or grid.unit <= 1:  # storage read at any row (memory, contiguous files)
         return np.asarray(reader.read(lo, hi))
     held = cache.get(role)
     if held is not None and held[0] <= lo and hi <= held[1]:
         return held[2][lo - held[0] : hi - held[0]]
-    grid = reader.grid()
     a, b = grid.floor(lo, unit=True), grid.ceil(hi, unit=True)
     if held is not None and held[0] <= lo < held[1]:  # the next rows: the units held are not decoded again
         a = held[1]
