@@ -212,9 +212,8 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
     if getattr(fmap, "warmup", None) or source.n_rows() == 0:
         return None
     spec = PassSpec(FoldScheme("hash", 2), None, 1, features=fmap)  # folds and classes unused: no statistics
-    chunks, runs = plan.lane_chunks(source, spec, list(source.row_chunks()))
+    chunks, _, calls = plan.lane_layout(source, spec, list(source.row_chunks()), 0, lambda arr, i: arr.blocks[i])
     bounds = np.cumsum((0, *chunks)).astype(np.int64)
-    calls = plan.lane_calls(source, spec, bounds[:-1], 0, lambda arr, i: arr.blocks[i], runs=runs)
     lanes = [lane for _, (lane, _s) in calls]
     rows = [(int(bounds[lane.first]), int(bounds[lane.stop])) for lane in lanes]
     coef, b = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)

@@ -40,14 +40,13 @@ def metric_pass_lanes(
         The tally of every fold and model.
     """
     from .executors import reduce_partitions
-    from .features.plan import lane_calls, lane_chunks
+    from .features.plan import lane_layout
     from .scheduling import open_scheduler
     from .stream import _chunk_error, _progress_bar
     from .stream_lanes import _block
 
-    chunks, runs = lane_chunks(source, spec, [int(c) for c in source.X.chunks[0]], row_offset)
-    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    lanes = [lane for _, (lane, _s) in lane_calls(source, spec, starts, 0, _block, runs=runs)]
+    chunks, starts, calls = lane_layout(source, spec, [int(c) for c in source.X.chunks[0]], row_offset, _block)
+    lanes = [lane for _, (lane, _s) in calls]
 
     def rows(i: int) -> int:
         return int(sum(chunks[lanes[i].first : lanes[i].stop]))

@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from .stats import FoldStats
 from .stream import (
     PassReport,
@@ -57,9 +55,7 @@ def accumulate_lanes(
     from .scheduling import describe, open_scheduler
 
     X = source.X
-    chunks, runs = plan.lane_chunks(source, spec, [int(c) for c in X.chunks[0]], row_offset)
-    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    calls = plan.lane_calls(source, spec, starts, 0, _block, runs=runs)
+    chunks, starts, calls = plan.lane_layout(source, spec, [int(c) for c in X.chunks[0]], row_offset, _block)
     lanes = [lane for _, (lane, _s) in calls]
     rows = [int(sum(chunks[lane.first : lane.stop])) for lane in lanes]
     n = len(lanes)

@@ -142,6 +142,14 @@ def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) 
     return np.diff(np.unique(np.concatenate(cuts))).astype(int).tolist(), (heads, ids)
 
 
+def lane_layout(source: Any, spec: Any, chunks: list[int], row_offset: int, block: Any) -> tuple[list[int], np.ndarray, list[Any]]:
+    """``(chunks, starts, calls)`` of a pass's lanes: :func:`lane_chunks`, the global first row of every
+    chunk, and :func:`lane_calls` over them."""
+    chunks, runs = lane_chunks(source, spec, chunks, row_offset)
+    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
+    return chunks, starts, lane_calls(source, spec, starts, 0, block, runs=runs)
+
+
 def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
     g = np.asarray(block).reshape(-1)
     return run_heads(g, g.shape[0])
