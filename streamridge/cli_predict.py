@@ -133,6 +133,33 @@ def _dask_batches(arrays: list[Any], *, batch_chunks: int, tick: Any) -> _RowBat
     )
 
 
+def _threads(stack: Any, workers: int) -> ThreadPoolExecutor:
+    """``workers`` computing threads, BLAS limited to the cores left to each (threaded BLAS beside them took
+    1.8x the time: 10 classes' scores); shut down, and BLAS restored, by ``stack`` (an ``ExitStack``)."""
+    from .parallel import blas_controller, n_cpus
+
+    pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
+    stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
+    return pool
+
+
+def _joined(parts: list[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
+    """Each output's rows of consecutive parts, in one array."""
+    import numpy as np
+
+    return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
+
+
+def _batches(
+    compute: Any, empty: tuple[np.ndarray, ...], n: int, row_chunks: tuple[int, ...], *, batch_chunks: int, tick: Any
+) -> _RowBatches:
+    """A :class:`_RowBatches` of ``n`` rows of outputs shaped and typed as ``empty`` (their zero-row arrays)."""
+    return _RowBatches(
+        compute, [(n, *e.shape[1:]) for e in empty], [e.dtype for e in empty], row_chunks, batch_chunks=batch_chunks,
+        tick=tick,
+    )
+
+
 def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int, tick: Any) -> _RowBatches:
     """``rows_fn`` of X's rows read through the source's reader, a block of whole stored chunks per thread.
 
@@ -153,7 +180,7 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
 
     import numpy as np
 
-    from .parallel import blas_controller, n_cpus
+    from .parallel import n_cpus
     from .partitions import PREFETCH_BYTES, block_ranges
 
     readers, lo = source.pass_readers()
@@ -164,9 +191,7 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
     blocks = [(a - lo, b - lo) for a, b in block_ranges(reader, lo, lo + n, step)]
     block_bytes = max(b - a for a, b in blocks) * source.n_features() * np.dtype(reader.dtype).itemsize
     workers = n_cpus() if 2 * block_bytes <= PREFETCH_BYTES else max(1, min(n_cpus(), PREFETCH_BYTES // block_bytes))
-    pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
-    # the products on the threads' cores: threaded BLAS beside them took 1.8x the time (10 classes' scores)
-    stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
+    pool = _threads(stack, workers)
 
     def one(a: int, b: int) -> tuple[np.ndarray, ...]:
         return tuple(rows_fn(reader.read(lo + a, lo + b), a))
@@ -175,14 +200,9 @@ def _reader_batches(source: Any, rows_fn: Any, stack: Any, *, batch_chunks: int,
 
     def compute(a: int, b: int) -> list[np.ndarray]:  # a and b are block boundaries
         cuts = bounds[bisect.bisect_left(bounds, a) : bisect.bisect_left(bounds, b) + 1]
-        parts = list(pool.map(one, cuts[:-1], cuts[1:]))
-        return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
+        return _joined(list(pool.map(one, cuts[:-1], cuts[1:])))
 
-    chunks = tuple(b - a for a, b in blocks)
-    return _RowBatches(
-        compute, [(n, *e.shape[1:]) for e in empty], [e.dtype for e in empty], chunks, batch_chunks=batch_chunks,
-        tick=tick,
-    )
+    return _batches(compute, empty, n, tuple(b - a for a, b in blocks), batch_chunks=batch_chunks, tick=tick)
 
 
 #: bytes of lane group outputs ``predict`` may hold at once (a stateful map's series run in lanes): two
@@ -205,14 +225,15 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
 
     from .features import plan
     from .folds import FoldScheme
-    from .parallel import blas_controller, n_cpus
+    from .parallel import n_cpus
     from .stream import PassSpec
+    from .stream_lanes import _block
 
     fmap = model.features_
     if getattr(fmap, "warmup", None) or source.n_rows() == 0:
         return None
     spec = PassSpec(FoldScheme("hash", 2), None, 1, features=fmap)  # folds and classes unused: no statistics
-    chunks, _, calls = plan.lane_layout(source, spec, list(source.row_chunks()), 0, lambda arr, i: arr.blocks[i])
+    chunks, _, calls = plan.lane_layout(source, spec, list(source.row_chunks()), 0, _block)
     bounds = np.cumsum((0, *chunks)).astype(np.int64)
     lanes = [lane for _, (lane, _s) in calls]
     rows = [(int(bounds[lane.first]), int(bounds[lane.stop])) for lane in lanes]
@@ -221,11 +242,7 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
     if max(hi - lo for lo, hi in rows) * coef.shape[0] * (2 if scores else 1) * 8 * 2 * workers > LANE_OUTPUT_BYTES:
         return None
 
-    def outputs(linear: np.ndarray) -> tuple[np.ndarray, ...]:
-        if not hasattr(model, "decision_function"):
-            return (np.asarray(model._shape_predictions(linear)),)
-        decision = np.asarray(model._shape_scores(linear))
-        return (model._labels_of(decision), decision) if scores else (model._labels_of(decision),)
+    outputs = _outputs_fn(model, scores)
 
     def one(i: int) -> tuple[np.ndarray, ...]:
         lane, (lo, hi) = lanes[i], rows[i]
@@ -239,20 +256,14 @@ def _lane_batches(model: Any, source: Any, scores: bool, stack: Any, *, tick: An
         linear += b
         return outputs(linear)
 
-    pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="streamridge-predict"))
-    stack.enter_context(blas_controller().limit(limits=max(1, n_cpus() // workers)))
+    pool = _threads(stack, workers)
     index = {lo: i for i, (lo, _) in enumerate(rows)} | {rows[-1][1]: len(rows)}
 
     def compute(a: int, c: int) -> list[np.ndarray]:  # a and c are group boundaries
-        parts = list(pool.map(one, range(index[a], index[c])))
-        return [np.concatenate(p) if len(p) > 1 else p[0] for p in zip(*parts)]
+        return _joined(list(pool.map(one, range(index[a], index[c]))))
 
     empty = outputs(np.empty((0, coef.shape[0])))
-    n = source.n_rows()
-    return _RowBatches(
-        compute, [(n, *e.shape[1:]) for e in empty], [e.dtype for e in empty], tuple(hi - lo for lo, hi in rows),
-        batch_chunks=workers, tick=tick,
-    )
+    return _batches(compute, empty, source.n_rows(), tuple(hi - lo for lo, hi in rows), batch_chunks=workers, tick=tick)
 
 
 #: float64 bytes of a stateless map's outputs computed at a time by ``predict`` (they stay in cache for the product)
@@ -286,20 +297,26 @@ def _linear_fn(model: Any) -> Any:
     return mapped
 
 
-def _rows_fn(model: Any, scores: bool) -> Any:
-    """``(X rows, first row index)`` to ``(predictions,)``, or ``(predictions, scores)`` from one product (a
-    classifier's labels are those of its scores); a stateless feature map is applied first."""
+def _outputs_fn(model: Any, scores: bool) -> Any:
+    """The linear model's ``(m, outputs)`` values to ``(predictions,)``, or ``(predictions, scores)`` (a
+    classifier's labels are those of its scores)."""
     import numpy as np
 
-    linear = _linear_fn(model)
     if not hasattr(model, "decision_function"):
-        return lambda X, start: (np.asarray(model._shape_predictions(linear(X, start))),)
+        return lambda linear: (np.asarray(model._shape_predictions(linear)),)
 
-    def labels(X: Any, start: int) -> tuple[Any, ...]:
-        decision = np.asarray(model._shape_scores(linear(X, start)))
+    def labels(linear: Any) -> tuple[Any, ...]:
+        decision = np.asarray(model._shape_scores(linear))
         return (model._labels_of(decision), decision) if scores else (model._labels_of(decision),)
 
     return labels
+
+
+def _rows_fn(model: Any, scores: bool) -> Any:
+    """``(X rows, first row index)`` to the outputs of :func:`_outputs_fn`, from one product; a stateless
+    feature map is applied first."""
+    linear, outputs = _linear_fn(model), _outputs_fn(model, scores)
+    return lambda X, start: outputs(linear(X, start))
 
 
 def _progress(enabled: bool, total: int) -> Any:

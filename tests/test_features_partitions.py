@@ -61,6 +61,15 @@ def _close(a: Any, b: Any, rtol: float = 1e-12) -> None:
         assert np.abs(x - y).max() <= rtol * max(np.abs(y).max(), 1e-300), name
 
 
+def _store(tmp_path: Path, raw: dict[str, np.ndarray], rows: int | dict[str, int]) -> CountingStore:
+    """``raw`` written to a zarr store of stored chunks of ``rows`` rows (per array where a dict), opened counting."""
+    root = zarr.open_group(LocalStore(tmp_path / "d.zarr"), mode="w", zarr_format=3)
+    for name, a in raw.items():
+        n = rows[name] if isinstance(rows, dict) else rows
+        root.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(n, *a.shape[1:]))[...] = a
+    return CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+
+
 def _spec(fmap: Any, X: np.ndarray) -> PassSpec:
     return PassSpec(FoldScheme("group", 3), None, 1, features=fmap.fit(X))
 
@@ -68,10 +77,7 @@ def _spec(fmap: Any, X: np.ndarray) -> PassSpec:
 @pytest.mark.parametrize("fmap", _stateless_maps(), ids=lambda m: type(m).__name__)
 def test_stateless_map_reads_every_stored_chunk_once(tmp_path: Path, raw: dict[str, np.ndarray], fmap: Any) -> None:
     chunks = {"X": 300, "y": 600, "groups": 200, "sample_weight": 1200}  # partitions of 1200 rows
-    root = zarr.open_group(LocalStore(tmp_path / "d.zarr"), mode="w", zarr_format=3)
-    for name, a in raw.items():
-        root.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunks[name], *a.shape[1:]))[...] = a
-    store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
+    store = _store(tmp_path, raw, chunks)
     src = open_source(zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight", chunk_rows=600)
     spec = _spec(fmap, raw["X"])
     store.reads.clear()
@@ -132,13 +138,6 @@ def test_stateful_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndar
     keep = spec.features.keep_mask(M, raw["groups"], spec.features.init_state())
     ref = chunk_task(F[keep], raw["y"][keep], raw["groups"][keep], raw["sample_weight"][keep], 0, PassSpec(spec.scheme, None, 1))
     _close(resumed, ref, 1e-11)
-
-
-def _store(tmp_path: Path, raw: dict[str, np.ndarray], rows: int) -> CountingStore:
-    root = zarr.open_group(LocalStore(tmp_path / "d.zarr"), mode="w", zarr_format=3)
-    for name, a in raw.items():
-        root.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(rows, *a.shape[1:]))[...] = a
-    return CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
 
 
 @pytest.mark.parametrize("sched", ["sync", "threads", "processes"])
