@@ -171,7 +171,7 @@ def _start_local(n: int) -> tuple[Any, Any]:
     # first free worker (dask queues a group of tasks there once it has more than twice as many as there
     # are threads).  At dask's default, 1.1, each worker took two, so the last tasks could queue behind each
     # other on one worker while the other idled: a stateful map's 8 lane tasks of 0.5 s on local:2 went 3
-    # and 5 in 5 of 8 passes (4 and 4 in 8 of 8 at 1.0; walls 1.97-2.79 s against 1.83-2.32 s).
+    # and 5 in 6 of 8 passes (4 and 4 in 8 of 8 at 1.0; mean wall 2.09 s against 1.86 s; scripts/bench_lane_split.py).
     config = {
         "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
         "distributed.worker.profile.enabled": False,
