@@ -176,7 +176,18 @@ def cell_data(directory: str, layout: str, N: int, dtype: str, mb: float, n_clas
     path = os.path.join(directory, f"{layout}-{N}-{dtype}-{mb:g}" + (f"-{n_classes}" if n_classes > 1 else ""))
     if not os.path.exists(path):
         write(path, layout, _rows_for(layout, mb, N, dtype), N, dtype, n_classes)
+        quiesce()
     return path
+
+
+def quiesce() -> None:
+    """Write the page cache's dirty pages to disk now, so that no cell is measured while the kernel does it.
+
+    Linux writes dirty pages back about 30 s after they were written (``vm.dirty_expire_centisecs``):
+    without this, the 128 MB or more written for one cell (or freed, with ``discard``) was flushed while
+    a later cell was being timed.
+    """
+    os.sync()
 
 
 def _rows_for(layout: str, mb: float, N: int, dtype: str) -> int:
@@ -227,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                         path = os.path.join(root, f"{layout}-{N}-{dtype}-{n_classes}")
                         rows = args.rows or _rows_for(layout, args.mb, N, dtype)
                         write(path, layout, rows, N, dtype, n_classes)
+                        quiesce()
                         child = json.dumps({"path": path, "folds": folds, "classes": n_classes})
                         for rnd in range(args.rounds):
                             for tree in [None, *([args.compare] if args.compare else [])]:
@@ -249,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                                     flush=True,
                                 )
                         shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+                        quiesce()
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
