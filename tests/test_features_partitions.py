@@ -123,6 +123,7 @@ def test_stateless_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.nda
 def test_stateful_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """Lanes (one per series here, run in groups) reduced by the fixed tree: the partials are checkpointed, not a running total."""
     spec = _spec(EchoStateNetwork(20, seed=1, washout=5), raw["X"])
+    monkeypatch.setattr(plan_mod, "LOCKSTEP_SERIES", 8)  # 12 lanes of a series each in groups of 8, not all 12 in one
     src = open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=100)
     whole = accumulate(src, spec, scheduler="threads")
     real = _interrupted(monkeypatch, plan_mod, "lane_task", lambda lane, spec: lane.first >= 14)  # series 7 on
@@ -202,7 +203,7 @@ def test_series_runs_read_in_batches_through_the_reader(tmp_path: Path, raw: dic
         plan_mod.stored_series_runs(open_source(raw["X"], y=raw["y"], groups=g, chunk_rows=100).pass_readers()[0]["groups"], 0, starts, M)
 
 
-def test_lanes_cut_chunks_holding_many_series(tmp_path: Path, raw: dict[str, np.ndarray]) -> None:
+def test_lanes_cut_chunks_holding_many_series(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     """Narrow raw inputs make chunks that hold many series: the lanes' chunks are cut at the series heads, so
     every series is a lane (in lockstep with others, in parallel), and consecutive series cut from one
     stored chunk decode it once: each stored chunk is read once, except the one two lane groups share."""
@@ -214,6 +215,7 @@ def test_lanes_cut_chunks_holding_many_series(tmp_path: Path, raw: dict[str, np.
     np.testing.assert_array_equal(runs[0], np.arange(0, M, 200) + 1000)
     store.reads.clear()
     report = PassReport()
+    monkeypatch.setattr(plan_mod, "LOCKSTEP_SERIES", 8)  # 12 lanes of a series each in groups of 8, not one group
     got = accumulate(src, spec, scheduler="threads", report=report)
     assert report.extra["partitions"] == 2  # 12 lanes in groups of 8
     for name in ("X", "y", "sample_weight"):  # group 1 reads rows [0, 1600), group 2 [1600, 2400)
@@ -238,6 +240,6 @@ def test_many_short_series_share_lanes(raw: dict[str, np.ndarray]) -> None:
     assert 50 <= len(chunks) <= 64 and set(cuts) <= set(range(0, M, 10)) and 30 <= min(chunks[:-1]) and max(chunks) <= 40
     report = PassReport()
     got = accumulate(src, spec, scheduler="threads", report=report)
-    assert report.extra["partitions"] == -(-len(chunks) // plan_mod.group_size(len(chunks)))
+    assert report.extra["partitions"] == -(-len(chunks) // plan_mod.group_size(len(chunks), 240))
     F = spec.features.transform(raw["X"], groups=g)
     _close(got, chunk_task(F, raw["y"], g, raw["sample_weight"], 0, PassSpec(spec.scheme, None, 1)), 1e-11)

@@ -340,6 +340,7 @@ def test_checkpoint_resumes_a_pass_with_a_map(data, tmp_path, monkeypatch):
 
     X, Y, g = data
     monkeypatch.setattr(plan, "LANE_GROUP", 1)  # one lane per task, so that the pass stops between the two lanes
+    monkeypatch.setattr(plan, "LOCKSTEP_SERIES", 1)
     est = sr.StreamRidgeCV(cv="groups", features=EchoStateNetwork(10), chunk_rows=40)
     whole = est.compute_stats(X, Y, groups=g)
     spec = est._spec

@@ -69,6 +69,17 @@ def test_slices_keep_the_row_named_in_errors(series, monkeypatch):
 def test_group_size(lanes, size):
     """At least LANE_GROUP lanes a task, more with many lanes (at least MIN_TASKS tasks), at most MAX_LANE_GROUP."""
     assert plan.group_size(lanes) == size
+    assert plan.group_size(lanes, 10 * lanes) == size  # lanes of many series each: the same
+
+
+@pytest.mark.parametrize(
+    ("lanes", "series", "size"),
+    [(64, 64, 16), (64, 200, 8), (64, 96, 11), (8, 8, 16), (1, 1, 16), (300, 300, 32), (128, 128, 16)],
+)
+def test_group_size_steps_enough_series_together(lanes, series, size):
+    """Lanes of one series each are grouped LOCKSTEP_SERIES (16) at a time, so that a step is not mostly overhead;
+    lanes holding a few series each need fewer of them, and no group exceeds MAX_LANE_GROUP."""
+    assert plan.group_size(lanes, series) == size
 
 
 @pytest.mark.parametrize("sched", ["sync", "threads"])

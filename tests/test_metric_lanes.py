@@ -301,10 +301,15 @@ def test_lane_groups_and_row_slices(rng, monkeypatch, group_bytes):
     y = np.r_[0.0, X[:-1, 0]] * X[:, 1] + 0.1 * rng.standard_normal(len(g))
     esn = EchoStateNetwork(20, spectral_radius=0.8, washout=5, seed=2)
     src = dask_source(X, y, groups=g, chunk_rows=20)
-    calls = plan.lane_calls(
-        src, fit(esn, X, y, g, "r2")._spec, np.arange(0, len(g), 20), 0, lambda a, i: None
-    )
-    assert [len(lane.lanes) for _, (lane, _s) in calls] == [8, 8]
+    spec = fit(esn, X, y, g, "r2")._spec
+
+    def sizes():
+        calls = plan.lane_calls(src, spec, np.arange(0, len(g), 20), 0, lambda a, i: None)
+        return [len(lane.lanes) for _, (lane, _s) in calls]
+
+    assert sizes() == [16]  # lanes of one series each: LOCKSTEP_SERIES (16) of them step together
+    monkeypatch.setattr(plan, "LOCKSTEP_SERIES", 8)  # groups of 8 lanes: two groups
+    assert sizes() == [8, 8]
     for chunk_rows in (20, 40):
         m = fit(esn, X, y, g, "r2", cv=4, chunk_rows=chunk_rows, scheduler="threads")
         np.testing.assert_allclose(

@@ -157,19 +157,35 @@ def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
 
 #: lanes of independent series run together by one task (one GEMM per reservoir step for all their series):
 #: at least LANE_GROUP, more when there are many lanes (wider GEMMs per step, cheaper per series) while
-#: keeping at least MIN_TASKS tasks, at most MAX_LANE_GROUP; a function of the lane count only, so the
-#: reduction tree (and a resumed pass) does not depend on the scheduler
+#: keeping at least MIN_TASKS tasks, or when the lanes hold few series (see LOCKSTEP_SERIES); at most
+#: MAX_LANE_GROUP; a function of the lane and series counts only, so the reduction tree (and a resumed
+#: pass) does not depend on the scheduler
 LANE_GROUP = 8
 MAX_LANE_GROUP = 32
 MIN_TASKS = 8
+#: series a lane group should step together at least: a step of fewer rows is mostly Python overhead,
+#: which holds the GIL, so the groups' threads do not run in parallel.  64 series of 12,500 rows, one per
+#: lane (scripts/bench_features.py --only-pass --series 64 --steps 12500 --default-chunks --cv 5, threads,
+#: 2 cores): 50 units 0.56-0.66 s in groups of 8 lanes against 0.39 s in groups of 16 or 32; 100 units 0.77 s
+#: against 0.68 s (16); 200 units 1.71-1.76 s against 1.65 s (16) and 1.96 s (32: two tasks).  Lanes that
+#: already hold about 3 series each (200 series of 5,000 rows) ran best in groups of 8 (0.46-0.48 s, 32: 0.51-0.52 s)
+LOCKSTEP_SERIES = 16
 
 #: bytes of the features a group maps at once: a round's chunks are mapped in slices of rows below it
 GROUP_BYTES = 1 << 27
 
 
-def group_size(n_lanes: int) -> int:
-    """Lanes per task for ``n_lanes`` exact lanes."""
-    return max(1, min(MAX_LANE_GROUP, max(LANE_GROUP, n_lanes // MIN_TASKS)))
+def group_size(n_lanes: int, n_series: int | None = None) -> int:
+    """Lanes per task for ``n_lanes`` exact lanes holding ``n_series`` series runs between them.
+
+    At least :data:`LANE_GROUP`; at least ``n_lanes // MIN_TASKS``; with ``n_series``,
+    enough lanes to step :data:`LOCKSTEP_SERIES` series together on average; at most
+    :data:`MAX_LANE_GROUP`.
+    """
+    size = max(LANE_GROUP, n_lanes // MIN_TASKS)
+    if n_series:
+        size = max(size, -(-LOCKSTEP_SERIES * n_lanes // n_series))
+    return max(1, min(MAX_LANE_GROUP, size))
 
 
 class ChunkRead:
@@ -347,7 +363,7 @@ def lane_calls(
         init = spec.features_state if a == 0 and fmap.stateful else None
         lanes.append(Lane(a, b, blocks, [int(s) for s in starts[a:b]], prefix, init))
     if fmap.stateful and not getattr(fmap, "warmup", None):  # exact lanes: independent series, run together
-        size = group_size(len(lanes))
+        size = group_size(len(lanes), len(heads))
         groups = [lanes[i : i + size] for i in range(0, len(lanes), size)]
         end = offset + int(source.X.shape[0])
         bounds = [(int(starts[g[0].first]), int(starts[g[-1].stop]) if g[-1].stop < len(starts) else end) for g in groups]
