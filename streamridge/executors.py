@@ -9,7 +9,10 @@ keeps the partials) merges in the same order as an uninterrupted one.
 
 On a dask.distributed cluster partition results never travel to the driver:
 merges are tasks on the workers and the driver fetches one result per pass
-(plus the partials when it writes a checkpoint).  Locally (sync, threads,
+(plus the partials when it writes a checkpoint).  Where there are partitions
+enough, a task runs an aligned block of 2, 4, ... partitions and merges them
+itself by the same tree (:func:`partition_blocks`), so the scheduler handles
+fewer tasks and the statistics keep their bits.  Locally (sync, threads,
 processes) results come back to this process anyway and are merged here.
 At most ``window`` partitions are in flight, so memory does not grow with the
 number of rows.
@@ -47,9 +50,12 @@ class TreeReducer:
         self.merge = merge
         self.stack: list[tuple[int, Node]] = list(stack)
 
-    def push(self, node: Node) -> None:
-        """Add the next partition's result."""
-        level = 0
+    def push(self, node: Node, level: int = 0) -> None:
+        """Add the next partition's result, or (``level`` j) the merged results of the next 2**j partitions.
+
+        A node of level j must follow a multiple of 2**j partitions; it then takes the place of its
+        2**j partitions pushed one by one (the same merges, in the same order).
+        """
         while self.stack and self.stack[-1][0] == level:
             _, left = self.stack.pop()
             node = self.merge(left, node)
@@ -92,8 +98,10 @@ def reduce_partitions(
     sched : the resolved scheduler
     first, stack : resume point: partitions done and the reducer's partials
     window : partitions in flight (default: workers + 2)
-    on_done : called with ``(i, snapshot)`` after partition ``i`` joined the tree;
-        ``snapshot()`` returns the partials as concrete results (for checkpoints)
+    on_done : called with ``(i, snapshot)`` after partition ``i`` joined the tree, for every
+        partition in order; ``snapshot()`` returns the partials as concrete results (for
+        checkpoints), and is None where the partials hold partitions after ``i`` too (inside
+        a block of partitions run by one task)
     name_error : turns a foreign exception of partition ``i`` into a streamridge error
 
     Returns
@@ -193,6 +201,54 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
     return reducer.fold()
 
 
+#: partitions a cluster task may run as one block (:func:`partition_blocks`): a block of 4 holds at most 4
+#: copies of the statistics while it merges (two merged, two being merged), the 4 of the pass's memory budget
+MAX_BLOCK = 4
+#: blocks are only as large as leaves this many tasks per worker (for balance)
+BLOCK_TASKS_PER_WORKER = 4
+
+
+def partition_blocks(first: int, n: int, workers: int, max_block: int = MAX_BLOCK) -> list[tuple[int, int]]:
+    """``(start, size)`` of the tasks that run partitions ``first .. n - 1`` on a cluster of ``workers``.
+
+    Each size is a power of two no larger than the largest that leaves
+    :data:`BLOCK_TASKS_PER_WORKER` tasks per worker (and ``max_block``), and
+    each block starts at a multiple of its size: the tree merges such a block
+    of partitions into one node before it meets any other partition, so a task
+    merging its block by the same tree gives the same node, bit for bit.
+    """
+    size = 1
+    while size * 2 <= max_block and (n - first) // (size * 2) >= BLOCK_TASKS_PER_WORKER * max(1, workers):
+        size *= 2
+    out, p = [], first
+    while p < n:
+        s = size
+        while s > 1 and (p % s or p + s > n):
+            s //= 2
+        out.append((p, s))
+        p += s
+    return out
+
+
+def call_block(task: Callable[..., Any], merge: Callable[[Any, Any], Any], start: int, arglist: list[tuple[Any, ...]]) -> Any:
+    """``task(*args)`` of consecutive partitions ``start ..`` (an aligned block), merged by the pass's tree.
+
+    An exception names its partition (``streamridge_partition``, kept by pickle).
+    """
+    reducer = TreeReducer(merge)
+    for k, a in enumerate(arglist):
+        try:
+            reducer.push(call_task(task, *a))
+        except Exception as exc:
+            try:
+                exc.streamridge_partition = start + k  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover - an exception type without a __dict__
+                pass
+            raise
+    (_, node), = reducer.stack  # an aligned block of 2**j partitions: one node of level j
+    return node
+
+
 def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done, name_error):  # type: ignore[no-untyped-def]
     client = sched.client
 
@@ -205,21 +261,30 @@ def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done,
         values = client.gather([node for _, node in reducer.stack])
         return [(level, v) for (level, _), v in zip(reducer.stack, values)]
 
+    def submit(start: int, size: int, priority: int) -> Any:
+        if size == 1:
+            return client.submit(call_task, task, *args(start), pure=False, priority=priority)
+        return client.submit(
+            call_block, task, merge, start, [args(i) for i in range(start, start + size)], pure=False, priority=priority
+        )
+
+    blocks = partition_blocks(first, n, sched.n_workers)
     pending: dict[int, Any] = {}
-    nxt = first
+    nxt = 0
     try:
-        for i in range(first, n):
-            while nxt < n and nxt < i + window:
-                pending[nxt] = client.submit(call_task, task, *args(nxt), pure=False, priority=-nxt)
+        for k, (start, size) in enumerate(blocks):
+            while nxt < len(blocks) and nxt < k + window:
+                pending[nxt] = submit(*blocks[nxt], priority=-nxt)
                 nxt += 1
-            fut = pending.pop(i)
+            fut = pending.pop(k)
             # waits through the future's own client (distributed.wait uses the default client: inside a
             # user's `with Client(...)` block that other client polled these futures, ~0.5 s per partition)
             exc = fut.exception()
             if exc is not None:
-                raise _named(name_error, i, exc) from exc
-            reducer.push(fut)
-            on_done(i, snapshot)
+                raise _named(name_error, getattr(exc, "streamridge_partition", start), exc) from exc
+            reducer.push(fut, size.bit_length() - 1)
+            for i in range(start, start + size):
+                on_done(i, snapshot if i == start + size - 1 else None)
         total = reducer.fold()
         return None if total is None else _result(total)
     finally:

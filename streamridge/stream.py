@@ -373,7 +373,7 @@ def accumulate(
     def on_done(i: int, snapshot: Any) -> None:
         a, b = plan.rows(i)
         bar(b - a)
-        if ckpt is not None and fp is not None and i + 1 < n and ckpt.due():
+        if ckpt is not None and fp is not None and snapshot is not None and i + 1 < n and ckpt.due():
             ckpt.save(snapshot(), i + 1, fp)
 
     t0 = time.perf_counter()

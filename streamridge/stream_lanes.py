@@ -73,7 +73,7 @@ def accumulate_lanes(
 
     def on_done(i: int, snapshot: Any) -> None:
         bar(rows[i])
-        if ckpt is not None and fp is not None and i + 1 < n and ckpt.due():
+        if ckpt is not None and fp is not None and snapshot is not None and i + 1 < n and ckpt.due():
             ckpt.save(snapshot(), i + 1, fp)
 
     def name_error(i: int, exc: Exception) -> Exception:

@@ -235,6 +235,65 @@ def test_pass_with_a_map_merges_on_the_workers(cluster: Cluster, monkeypatch: py
     _exact(got, accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads"))
 
 
+def test_blocks_of_partitions_on_the_cluster_keep_the_bits(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """48 partitions on 2 workers run as 12 tasks of 4 (fewer tasks for the scheduler), merged by the same tree:
+    the statistics equal a threaded pass bit for bit, and the driver still receives one result."""
+    import distributed
+
+    from streamridge import executors
+
+    path, *_ = make_store(tmp_path / "many.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
+    submitted: list[str] = []
+    submit = distributed.Client.submit
+
+    def counting_submit(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        submitted.append(getattr(fn, "__name__", type(fn).__name__))
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "submit", counting_submit)
+    got = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address)
+    monkeypatch.undo()
+    assert submitted.count("call_block") == 12 and submitted.count("call_task") == 0, submitted
+    assert executors.partition_blocks(0, 48, 2) == [(i, 4) for i in range(0, 48, 4)]
+    _exact(got, accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads"))
+
+
+def test_a_bad_chunk_inside_a_block_is_named(cluster: Cluster, tmp_path: Path) -> None:
+    """Stored chunk 3 (rows 375-499) is the last partition of the first block of 4: the error names its rows."""
+    path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
+    damage_chunk(path)
+    with pytest.raises(SourceError, match=r"rows 375-499\) of zarr store .*bad\.zarr") as info:
+        accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address)
+    assert "\n" not in str(info.value)
+
+
+def test_a_checkpoint_of_blocks_resumes_bit_for_bit(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints are written at block ends only (inside a block the partials hold later partitions).
+    One checkpoint is due, from the first partition on: it is written after the first block (4 partitions,
+    not 1); stored chunk 13 then fails, and a threaded resume gives the uninterrupted pass's bits."""
+    from streamridge.checkpoint import Checkpointer
+
+    asked: list[bool] = []
+    monkeypatch.setattr(Checkpointer, "due", lambda self: not asked and not asked.append(True))
+    path, *_ = make_store(tmp_path / "ck.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
+    whole = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads")
+    chunk = Path(path) / "X" / "c" / "13" / "0"
+    good = chunk.read_bytes()
+    chunk.write_bytes(os.urandom(len(good)))
+    st = chunk.stat()
+    ck = tmp_path / "ck"
+    with pytest.raises(SourceError, match=r"rows 1625-1749\)"):
+        accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, checkpoint=ck)
+    chunk.write_bytes(good)
+    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))  # the listing the checkpoint was made from (a repaired read)
+    from streamridge.stream import PassReport
+
+    report = PassReport()
+    resumed = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", checkpoint=ck, report=report)
+    assert report.extra["resumed_chunks"] == 4
+    _exact(resumed, whole)
+
+
 def test_pass_by_address_inside_a_users_client_block(cluster: Cluster, store: str) -> None:
     """A pass by address while the user's own Client is the current one waits on its own client.
 
