@@ -14,8 +14,8 @@ enough, a task runs an aligned block of 2, 4, ... partitions and merges them
 itself by the same tree (:func:`partition_blocks`), so the scheduler handles
 fewer tasks and the statistics keep their bits.  Locally (sync, threads,
 processes) results come back to this process anyway and are merged here.
-At most ``window`` partitions are in flight, so memory does not grow with the
-number of rows.
+At most ``window`` tasks (partitions, or blocks of them) are in flight, so
+memory does not grow with the number of rows.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def reduce_partitions(
     merge : associative merge of two results (picklable)
     sched : the resolved scheduler
     first, stack : resume point: partitions done and the reducer's partials
-    window : partitions in flight (default: workers + 2)
+    window : tasks in flight, a partition or (on a cluster) a block of them each (default: workers + 2)
     on_done : called with ``(i, snapshot)`` after partition ``i`` joined the tree, for every
         partition in order; ``snapshot()`` returns the partials as concrete results (for
         checkpoints), and is None where the partials hold partitions after ``i`` too (inside
