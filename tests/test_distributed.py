@@ -120,11 +120,16 @@ def test_accumulate_by_address_other_chunks(cluster: Cluster, store: str) -> Non
     assert_stats_close(got, ref)
 
 
-def test_corrupted_chunk_on_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(3), 3000, 5, chunk_rows=500)
+@pytest.mark.parametrize(
+    ("M", "chunk_rows", "named"), [(3000, 500, "1500-1999"), (6000, 125, "375-499")], ids=["partition", "block"]
+)
+def test_corrupted_chunk_on_cluster(cluster: Cluster, tmp_path: Path, M: int, chunk_rows: int, named: str) -> None:
+    """Stored chunk 3 of X damaged: the error names its rows, also where it is the last partition of the
+    first block of 4 that one task runs (48 partitions on 2 workers)."""
+    path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(3), M, 5, chunk_rows=chunk_rows)
     damage_chunk(path)
-    with pytest.raises(SourceError, match=r"rows 1500-1999\) of zarr store .*bad\.zarr") as info:
-        accumulate(open_source(path, chunk_rows=500), regression_spec(), scheduler=cluster.address)
+    with pytest.raises(SourceError, match=rf"rows {named}\) of zarr store .*bad\.zarr") as info:
+        accumulate(open_source(path, chunk_rows=chunk_rows), regression_spec(), scheduler=cluster.address)
     assert "\n" not in str(info.value)
 
 
@@ -256,15 +261,6 @@ def test_blocks_of_partitions_on_the_cluster_keep_the_bits(cluster: Cluster, tmp
     assert submitted.count("call_block") == 12 and submitted.count("call_task") == 0, submitted
     assert executors.partition_blocks(0, 48, 2) == [(i, 4) for i in range(0, 48, 4)]
     _exact(got, accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads"))
-
-
-def test_a_bad_chunk_inside_a_block_is_named(cluster: Cluster, tmp_path: Path) -> None:
-    """Stored chunk 3 (rows 375-499) is the last partition of the first block of 4: the error names its rows."""
-    path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
-    damage_chunk(path)
-    with pytest.raises(SourceError, match=r"rows 375-499\) of zarr store .*bad\.zarr") as info:
-        accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address)
-    assert "\n" not in str(info.value)
 
 
 def test_a_checkpoint_of_blocks_resumes_bit_for_bit(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
