@@ -15,6 +15,7 @@
 #     dask==2026.8.0 distributed==2026.8.0 zarr==3.1.6 numcodecs==0.16.6 zstandard==0.25.0 donfig==0.8.1.post1 \
 #     google-crc32c==1.9.0 tblib==3.2.2 zict==3.0.0 partd==1.4.2 locket==1.0.0 tornado==6.6.1
 #   mkdir .ab_old && git archive <older commit> streamridge | tar -x -C .ab_old
+# ONLY=sched (with BASELINE) runs only the scheduler steps: local:2 pinned to 2 cores, and local:16 on all 16.
 # Each step has its own time limit and writes its log to $OUT; a failed step does not stop the next.
 set -u
 export PYTHONUNBUFFERED=1  # bytecode is written: worker processes import dask and distributed afresh
@@ -49,6 +50,7 @@ if [ -n "${BASELINE:-}" ]; then  # A/B: each step alternates the baseline's pack
   if [ -n "${SMALL:-}" ]; then W="--series 8 --steps 500 --chunk-rows 250 --repeats 1"; S="--rows 50000 --chunk-rows 10000 --repeats 1"
   else W="--series 64 --steps 12500 --chunk-rows 3125 --repeats 2"; S="--rows 2000000 --chunk-rows 50000 --repeats 2"; fi
   for r in 1 2; do
+    [ "${ONLY:-}" = sched ] && break
     for tree in "$BASELINE" .; do
       label=new; [ "$tree" = . ] || label=base
       step "esn_workers_${r}_$label" 100 env PYTHONPATH="$(path "$tree")" $PY scripts/bench_features.py --only-workers $W
@@ -60,6 +62,12 @@ if [ -n "${BASELINE:-}" ]; then  # A/B: each step alternates the baseline's pack
       step "sched_2cores_${r}_$label" 90 env PYTHONPATH="$(path "$tree")" taskset -c 0,1 $PY scripts/bench_schedulers.py $S --store /tmp/bench_device_s.zarr --schedulers threads local:2
     done
   done
+  if [ "${ONLY:-}" = sched ]; then
+    for tree in "$BASELINE" .; do
+      label=new; [ "$tree" = . ] || label=base
+      step "sched_16cores_$label" 60 env PYTHONPATH="$(path "$tree")" $PY scripts/bench_schedulers.py $S --store /tmp/bench_device_s.zarr --schedulers threads local:16
+    done
+  fi
   exit 0
 fi
 # 1. The ESN map pass on 1 and on 2 worker processes (issue 9's near-linear speed-up), with (a)-(d).
