@@ -7,7 +7,8 @@
 ``"processes"``            dask's multiprocessing scheduler
 ``"local:N"``              a dask.distributed LocalCluster of N single-threaded worker processes
                            (started on a background thread by :func:`scheduler_session`, so the
-                           worker processes start while the driver opens the data and plans the pass)
+                           worker processes start while the driver opens the data and plans the pass;
+                           forked from a preloaded forkserver, see :func:`_start_method`)
 ``"tcp://host:port"``      an existing dask.distributed scheduler (any address Client accepts)
 a ``distributed.Client``   used as is
 """
