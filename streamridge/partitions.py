@@ -267,7 +267,11 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     of heavy statistics, or the last wave) gives each of its tasks the idle
     cores as ``cell_threads``, which share the cells of every sub-block
     where ``plan.share_cells`` holds at least two per thread (one partition
-    of 10 x 10 cells used one of two cores before).  The workers of a
+    of 10 x 10 cells used one of two cores before).  Where all the
+    partitions left make one wave, each takes the cores in proportion to its
+    rows (at least one): a 400 MB stored chunk beside a 112 MB one took one
+    core of two, and the other idled once the small one was done (zarr-400mb,
+    N = 1000 at 512 MB: 2.89 s against 2.04 s).  The workers of a
     cluster elsewhere keep one thread each.
 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
@@ -288,6 +292,9 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     out = dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
     running = (n - first) % n_workers if last and n_workers > 1 else n_workers  # tasks of this task's wave
     threads = n_workers // max(1, running)
+    if 1 < n - first <= n_workers:  # one wave: the cores by rows (stored chunks of 400 MB and 112 MB: 2 and 1)
+        rows = [b - a for a, b in map(plan.rows, range(first, n))]
+        threads = max(1, min(n_workers, round(n_workers * rows[i - first] / max(1, sum(rows)))))
     if local and plan.lanes == 1 and threads > 1 and plan.share_cells >= 2 * threads:
         out = dataclasses.replace(out, cell_threads=threads)
     return out
