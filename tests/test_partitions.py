@@ -473,16 +473,12 @@ def test_cell_threads_follow_the_rows_of_a_single_wave_of_unequal_partitions(
     assert [task_plan(plan, i, 0, n, workers, local=local).cell_threads for i in range(n)] == expected
 
 
-def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+def _cell_thread_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """Names of the threads that add cells' runs from now on, on a machine of 2 cores."""
     import threading
 
     from streamridge.kernel import CellAccumulator
 
-    rng = np.random.default_rng(9)
-    M, N = 4000, 120
-    X = rng.normal(size=(M, N)) + 1e6
-    y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=M)
-    spec = PassSpec(FoldScheme("hash", 5), None, 1)
     names: set[str] = set()
     real = CellAccumulator._add_run
 
@@ -492,6 +488,16 @@ def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(
 
     monkeypatch.setattr(CellAccumulator, "_add_run", add_run)
     monkeypatch.setattr("streamridge.scheduling.n_cpus", lambda: 2)
+    return names
+
+
+def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(9)
+    M, N = 4000, 120
+    X = rng.normal(size=(M, N)) + 1e6
+    y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=M)
+    spec = PassSpec(FoldScheme("hash", 5), None, 1)
+    names = _cell_thread_names(monkeypatch)
     src = open_source(X, y=y, chunk_rows=3200)  # stored chunks of 3,200 and 800 rows: two partitions
     shared = accumulate(src, spec, scheduler="threads")
     assert any(name.startswith("streamridge-cells") for name in names), names
@@ -514,25 +520,13 @@ def test_cells_are_shared_from_100_features(n_features: int, n_cells: int, share
 def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
     """10 x 10 cells at N = 200 over 128 MB plan one partition: its cells are shared by two threads (it used one
     core: 0.20 s against 0.13 s measured), and the statistics equal one thread's bit for bit."""
-    import threading
-
-    from streamridge.kernel import CellAccumulator
-
     rng = np.random.default_rng(8)
     M, N = 3000, 100
     X = rng.normal(size=(M, N)) + 1e6
     y = rng.integers(0, 10, M).astype(float)
     w = rng.uniform(0.5, 2, M)
     spec = PassSpec(FoldScheme("hash", 10), tuple(float(c) for c in range(10)), 10)
-    names: set[str] = set()
-    real = CellAccumulator._add_run
-
-    def add_run(self: Any, *args: Any, **kw: Any) -> None:
-        names.add(threading.current_thread().name)
-        real(self, *args, **kw)
-
-    monkeypatch.setattr(CellAccumulator, "_add_run", add_run)
-    monkeypatch.setattr("streamridge.scheduling.n_cpus", lambda: 2)
+    names = _cell_thread_names(monkeypatch)
     src = open_source(X, y=y, sample_weight=w, chunk_rows=M)  # one partition
     shared = accumulate(src, spec, scheduler="threads")
     assert any(name.startswith("streamridge-cells") for name in names), names
