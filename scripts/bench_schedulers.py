@@ -47,14 +47,15 @@ def max_rel_diff(a, b) -> float:  # type: ignore[no-untyped-def]
 
 
 def cpu_seconds() -> float:
-    """Busy CPU time of the whole machine (user + system + irq, all cores).
+    """Busy CPU time of the whole machine (user, nice, system, irq and softirq, all cores).
 
     ``local:N`` workers are forked by a forkserver, which reaps them, so this
     process's children's rusage does not hold them: the machine's counters do
-    (run it on an otherwise idle machine).
+    (run it on an otherwise idle machine).  Steal time (another guest's) and
+    guest time (already in user) are not counted.
     """
     t = psutil.cpu_times()
-    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+    return float(sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq")))
 
 
 def main(argv: list[str] | None = None) -> int:
