@@ -20,7 +20,10 @@ with default settings:
 
 and prints c / (a + b) (goal <= 1.15) and the child's peak RSS after the first (c).  Timings
 are the best of --repeats, taken round robin (c, a, b, c, a, b, ...) after a warm-up pass with
-statistics of the measured size; on a shared machine compare ratios, not seconds.
+statistics of the measured size; on a shared machine compare ratios, not seconds.  ``--min-seconds S``
+goes on with the rounds (all stages alike) until the passes (c) took S seconds in all, so that a
+0.1 s cell is the best of as much of the machine's time as a 1 s cell.  Each line also gives the
+process's minor page faults in each stage's best round.
 ``--compare TREE`` measures every cell also with the streamridge of another checkout
 (alternating, on the same stored data).  The CPU time
 ratio (process CPU, all threads, best of --repeats) says whether the pass does more work
@@ -102,8 +105,12 @@ def write(path: str, layout: str, rows: int, N: int, dtype: str, n_classes: int)
         y.flush()
 
 
-def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, Any]:
-    """(a), (b), (c) of one stored data set (run in the child)."""
+def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: float = 0.0) -> dict[str, Any]:
+    """(a), (b), (c) of one stored data set (run in the child).
+
+    Rounds go on past ``repeats`` until the passes (c) have taken ``min_seconds`` in all (at most 100 rounds),
+    so that a short cell's best times come from as many seconds of the machine as a long cell's.
+    """
     sys.path.insert(0, os.path.dirname(__file__))
     import bench_stream  # the same read-only kernel and plan as bench_stream.py
 
@@ -131,31 +138,39 @@ def measure(path: str, folds: int, n_classes: int, repeats: int) -> dict[str, An
         keys += "p"
     ts: dict[str, list[float]] = {k: [] for k in keys}
     cs: dict[str, list[float]] = {k: [] for k in keys}
-    for r in range(repeats):  # round robin, so that no stage alone runs in a colder or warmer process
+    fs: dict[str, list[int]] = {k: [] for k in keys}  # minor page faults of the process (all threads)
+    r = 0
+    while r < repeats or (sum(ts["c"]) < min_seconds and r < 100):
+        # round robin, so that no stage alone runs in a colder or warmer process
         for key in keys:
             if key == "b" and "b" not in stages:
                 mem = open_source(np.asarray(src.X.compute()), y=np.asarray(src.y.compute()))
                 stages["b"] = functools.partial(accumulate, mem, spec)
+            f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t, c = time.perf_counter(), time.process_time()
             stages[key]()
             ts[key].append(time.perf_counter() - t)
             cs[key].append(time.process_time() - c)
+            fs[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)
             if r == 0 and key == "c":
                 peak = _peak_rss_mb()  # the pass only, so far
+        r += 1
     out: dict[str, Any] = {("a_pieces" if k == "p" else k): min(v) for k, v in ts.items()}
     out["peak_rss_mb"] = peak
+    out["rounds"] = r
     out["partitions"] = report.extra["partitions"]
     out["cpu"] = {k: min(v) for k, v in cs.items()}
+    out["faults"] = {k: v[ts[k].index(min(ts[k]))] for k, v in fs.items()}  # in each stage's best round
     out["streamridge"] = os.path.dirname(os.path.dirname(streamridge.__file__))
     return out
 
 
-def _run_child(child: str, repeats: int, tree: str | None) -> dict[str, Any]:
+def _run_child(child: str, repeats: int, tree: str | None, min_seconds: float = 0.0) -> dict[str, Any]:
     """One cell measured in a fresh process, with streamridge from ``tree`` (another checkout) when given."""
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.path.abspath(tree)
-    cmd = [sys.executable, __file__, "--child", child, "--repeats", str(repeats)]
+    cmd = [sys.executable, __file__, "--child", child, "--repeats", str(repeats), "--min-seconds", str(min_seconds)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -216,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", nargs="+", default=["float32"])
     p.add_argument("--cells", nargs="+", default=["5x1"], help="FOLDSxCLASSES, e.g. 5x1 10x10")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--min-seconds", type=float, default=0.0,
+                   help="go on past --repeats rounds until a cell's passes (c) took this long in all (at most 100 rounds)")
     p.add_argument("--dir", default=None)
     p.add_argument("--compare", default=None, metavar="TREE",
                    help="another checkout (e.g. `git archive main`): each cell is also measured with its streamridge, "
@@ -225,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.child:
         spec = json.loads(args.child)
-        print(json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats)))
+        print(json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats, args.min_seconds)))
         return 0
     root = args.dir or tempfile.mkdtemp(prefix="bench-layouts-")
     print(f"M={args.rows or f'{args.mb:g} MB of X (at least 1 stored chunk)'}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15")
@@ -242,15 +259,20 @@ def main(argv: list[str] | None = None) -> int:
                         child = json.dumps({"path": path, "folds": folds, "classes": n_classes})
                         for rnd in range(args.rounds):
                             for tree in [None, *([args.compare] if args.compare else [])]:
-                                r = _run_child(child, args.repeats, tree)
+                                r = _run_child(child, args.repeats, tree, args.min_seconds)
                                 label = "" if not args.compare else ("old " if tree else "new ") + f"#{rnd + 1} "
                                 print(
                                     f"{label}{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} "
-                                    f"partitions={r['partitions']:<4d} "
+                                    f"partitions={r['partitions']:<4d} rounds={r['rounds']:<3d} "
                                     f"(a) read {r['a']:.2f} s (b) stats {r['b']:.2f} s (c) pass {r['c']:.2f} s  "
                                     f"c/(a+b) = {r['c'] / (r['a'] + r['b']):.2f}  peak RSS {r['peak_rss_mb']:.0f} MiB  "
                                     f"CPU c/(a+b) = {r['cpu']['c'] / (r['cpu']['a'] + r['cpu']['b']):.2f} "
                                     f"(CPU a {r['cpu']['a']:.2f} b {r['cpu']['b']:.2f} c {r['cpu']['c']:.2f} s)  "
+                                    + (
+                                        f"faults a {r['faults']['a']} b {r['faults']['b']} c {r['faults']['c']}  "
+                                        if "faults" in r
+                                        else ""
+                                    )
                                     + (
                                         f"(a') read in pieces {r['a_pieces']:.2f} s "
                                         f"c/(a'+b) = {r['c'] / (r['a_pieces'] + r['b']):.2f}  "
