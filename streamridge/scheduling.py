@@ -143,6 +143,7 @@ def scheduler_session(spec: Any) -> Iterator[Any]:
         yield spec
         return
     n = _local_workers(spec)
+    _start_forkserver()  # its imports run in its own process while this one imports distributed
     import distributed  # noqa: F401  (imported here, not by two threads at once)
 
     pool = cf.ThreadPoolExecutor(1, thread_name_prefix="streamridge-cluster-start")
@@ -186,12 +187,18 @@ def _start_local(n: int) -> tuple[Any, Any]:
     # an earlier fit holds the environment of then).
     config["distributed.worker.multiprocessing-method"] = _start_method()
     env = dict(os.environ)
-    with dask.config.set(config):
-        if config["distributed.worker.multiprocessing-method"] == "forkserver":
-            _set_forkserver_preload()
-        cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, env=env
-        )
+    # each nanny also sets its pre-spawn variables in this process, and leaves them (one BLAS thread for
+    # every later subprocess of the caller's, a fixed PYTHONHASHSEED): they are put back once the workers run
+    saved = {k: os.environ.get(k) for k in [*dask.config.get("distributed.nanny.pre-spawn-environ", {}), *FORKSERVER_ENV]}
+    try:
+        with dask.config.set(config):
+            if config["distributed.worker.multiprocessing-method"] == "forkserver":
+                _set_forkserver_preload()
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, env=env
+            )
+    finally:
+        _restore_environ(saved)
     try:
         client = Client(cluster, set_as_default=False)
     except BaseException:
@@ -217,9 +224,9 @@ def _start_method() -> str:
     per worker, and two of them used both cores of a 2-core machine for half a second at every
     ``fit(scheduler="local:2")``.  A forkserver imports them once and forks each worker from that
     state; it stays (one idle process) until this process exits, so later clusters start in
-    about 0.15 s.  The server is started from inside the nannies' start, after they set their
-    pre-spawn environment (one BLAS thread), and :func:`_prepare_worker` limits BLAS to one
-    thread again in each worker, in case a forkserver started by other code was inherited.
+    about 0.15 s.  :func:`_start_forkserver` starts the server when a session begins, with the
+    nannies' pre-spawn environment (one BLAS thread), and :func:`_prepare_worker` limits BLAS to
+    one thread again in each worker, in case a forkserver started by other code was inherited.
     ``fork`` (a copy of this threaded process) is not used: its BLAS thread pools ran the pass
     3-4x slower.  A method other than ``spawn`` set in dask's config is kept.
     """
@@ -231,6 +238,43 @@ def _start_method() -> str:
     if method == "spawn" and "forkserver" in multiprocessing.get_all_start_methods():
         return "forkserver"
     return method
+
+
+#: the environment a forkserver started by :func:`_start_forkserver` gets, as distributed's nannies
+#: would give it (their ``distributed.nanny.pre-spawn-environ`` less ``MALLOC_TRIM_THRESHOLD_``)
+FORKSERVER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "6640"}
+
+
+def _start_forkserver() -> None:
+    """Start the forkserver of ``local:N`` now, where :func:`_start_method` chooses one and none runs.
+
+    Started by the nannies, the server imported :data:`FORKSERVER_PRELOAD` (0.6-0.8 s of CPU)
+    only after this process had imported distributed (0.4 s) and started the cluster's
+    scheduler; started here, before that, the two import at once on two cores.  It gets
+    this process's environment with :data:`FORKSERVER_ENV` (so its NumPy has one BLAS thread),
+    set in ``os.environ`` only while the server is spawned.
+    """
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if _start_method() != "forkserver":
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    saved = {k: os.environ.get(k) for k in FORKSERVER_ENV}
+    os.environ.update(FORKSERVER_ENV)
+    try:
+        forkserver.ensure_running()
+    finally:
+        _restore_environ(saved)
+
+
+def _restore_environ(saved: dict[str, str | None]) -> None:
+    """Put back the variables of ``saved`` (None: not set) in ``os.environ``."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _set_forkserver_preload() -> None:

@@ -226,3 +226,68 @@ def test_a_start_method_set_in_dask_config_is_kept() -> None:
     for method in ("fork", "forkserver"):
         with dask.config.set({"distributed.worker.multiprocessing-method": method}):
             assert scheduling._start_method() == method
+
+
+_EARLY_FORKSERVER = """
+import json, os, sys
+from multiprocessing import forkserver
+from streamridge import scheduling
+
+started = {}
+start = scheduling._start_forkserver
+def recorded():
+    started["distributed imported"] = "distributed" in sys.modules
+    started["environ before"] = dict(os.environ)
+    start()
+    started["environ after"] = dict(os.environ)
+    started["pid"] = forkserver._forkserver._forkserver_pid
+    started["preload"] = forkserver._forkserver._preload_modules
+scheduling._start_forkserver = recorded
+with scheduling.scheduler_session("local:1") as starting, scheduling.open_scheduler(starting) as sched:
+    parents = list(sched.client.run(os.getppid).values())
+with open(f"/proc/{started['pid']}/environ", "rb") as fh:
+    env = dict(kv.split("=", 1) for kv in fh.read().decode().split("\\0") if "=" in kv)
+print(json.dumps({
+    "distributed": started["distributed imported"], "unchanged": started["environ before"] == started["environ after"],
+    "server": started["pid"], "parents": parents, "preload": started["preload"],
+    "env": {k: env.get(k) for k in scheduling.FORKSERVER_ENV},
+}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_forkserver_starts_before_the_driver_imports_distributed() -> None:
+    """Its imports (0.6-0.8 s of CPU) ran after the driver's own import of distributed (0.4 s): started
+    first, the two import at once. It gets one BLAS thread and the nannies' hash seed; the driver's
+    environment is left as it was."""
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in scheduling.FORKSERVER_ENV}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", _EARLY_FORKSERVER], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.splitlines()[-1])
+    assert r["distributed"] is False
+    assert r["unchanged"] is True
+    assert r["parents"] == [r["server"]]  # the worker was forked from the server started first
+    assert r["preload"] == list(scheduling.FORKSERVER_PRELOAD)
+    assert r["env"] == scheduling.FORKSERVER_ENV
+
+
+def test_a_local_cluster_leaves_the_drivers_environment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """distributed's nannies set OMP_NUM_THREADS=1 (and more) in the driver too, and left them there:
+    every later subprocess of the caller's had one BLAS thread. The workers still get them."""
+    import os
+
+    for k in scheduling.FORKSERVER_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    before = dict(os.environ)
+    with scheduler_session("local:1") as starting, open_scheduler(starting) as sched:
+        during = dict(os.environ)
+        threads = next(iter(sched.client.run(_worker_state).values()))[2]
+    changed = {k for k in set(before) | set(during) if before.get(k) != during.get(k)}
+    assert changed <= {"__DASK_PARENT_PID"}, changed
+    assert dict(os.environ).get("OMP_NUM_THREADS") == "3"
+    assert threads and set(threads) == {1}
