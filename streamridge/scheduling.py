@@ -260,12 +260,23 @@ def _start_forkserver() -> None:
     if _start_method() != "forkserver":
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(FORKSERVER_PRELOAD))
-    saved = {k: os.environ.get(k) for k in FORKSERVER_ENV}
-    os.environ.update(FORKSERVER_ENV)
+    env = _forkserver_env()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         forkserver.ensure_running()
     finally:
         _restore_environ(saved)
+
+
+def _forkserver_env() -> dict[str, str]:
+    """:data:`FORKSERVER_ENV`, with the values of a ``distributed.nanny.pre-spawn-environ`` of the user's config."""
+    import dask
+
+    user = dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}  # distributed's defaults not loaded
+    env = {**FORKSERVER_ENV, **{k: str(v) for k, v in user.items() if v is not None}}
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)  # left unset, as for the workers (see _start_local)
+    return env
 
 
 def _restore_environ(saved: dict[str, str | None]) -> None:

@@ -275,9 +275,17 @@ def test_the_forkserver_starts_before_the_driver_imports_distributed() -> None:
     assert r["env"] == scheduling.FORKSERVER_ENV
 
 
+def test_the_forkserver_gets_the_pre_spawn_variables_of_the_users_config() -> None:
+    import dask
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 2, "MALLOC_TRIM_THRESHOLD_": 1}}):
+        env = scheduling._forkserver_env()
+    assert env == {**scheduling.FORKSERVER_ENV, "OMP_NUM_THREADS": "2"}
+
+
 def test_a_local_cluster_leaves_the_drivers_environment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     """distributed's nannies set OMP_NUM_THREADS=1 (and more) in the driver too, and left them there:
-    every later subprocess of the caller's had one BLAS thread. The workers still get them."""
+    every later subprocess of the caller's had one BLAS thread. The workers still have one BLAS thread."""
     import os
 
     for k in scheduling.FORKSERVER_ENV:
