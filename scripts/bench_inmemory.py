@@ -20,7 +20,8 @@ Measured in one run on the same float64 data (the best of --repeats each):
              arrays and of the .npy files, and of the files on an already running 2-process cluster
 
 and prints fit / (gram + solve) (goal <= 1.5), sklearn / fit (goal ~60), cli / python, cli / fresh and
-local:2 / threads (goal <= 1.3).  ``--cli-only`` measures only python, cli, fresh and imports.
+local:2 / threads (a cluster's start-up against a 0.2 s fit; issue 8's 1.3x goal for local:2 is a pass
+of seconds over the same store with both schedulers, ``bench_schedulers.py``).  ``--cli-only`` measures only python, cli, fresh and imports.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     if "sklearn" in r:
         print(f"sklearn RidgeCV (LOO) {r['sklearn']:.2f} s   sklearn / fit = {r['sklearn'] / fit:.1f}   (goal ~60)")
     print(f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = {r['cli'] / r['python']:.2f}")
-    print(f"local:2 {r['local2']:.3f} s   local:2 / threads = {r['local2'] / fit:.2f}   (goal <= 1.3; arrays shipped, "
-          f"cluster start-up included)")
+    print(f"local:2 {r['local2']:.3f} s   local:2 / threads = {r['local2'] / fit:.2f}   (arrays shipped, "
+          f"cluster start-up included; the 1.3x goal is bench_schedulers.py's)")
     print(f"files: local:2 {r['local2_files']:.3f} s (start-up included), a running 2-process cluster "
           f"{r['cluster_files']:.3f} s, threads {r['python']:.3f} s: ratios {r['local2_files'] / r['python']:.2f} and "
           f"{r['cluster_files'] / r['python']:.2f}")
