@@ -18,7 +18,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,16 +189,13 @@ def _start_local(n: int) -> tuple[Any, Any]:
     env = dict(os.environ)
     # each nanny also sets its pre-spawn variables in this process, and leaves them (one BLAS thread for
     # every later subprocess of the caller's, a fixed PYTHONHASHSEED): they are put back once the workers run
-    saved = {k: os.environ.get(k) for k in [*dask.config.get("distributed.nanny.pre-spawn-environ", {}), *FORKSERVER_ENV]}
-    try:
-        with dask.config.set(config):
-            if config["distributed.worker.multiprocessing-method"] == "forkserver":
-                _set_forkserver_preload()
-            cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, env=env
-            )
-    finally:
-        _restore_environ(saved)
+    pre_spawn = [*dask.config.get("distributed.nanny.pre-spawn-environ", {}), *FORKSERVER_ENV]
+    with _environ_kept(pre_spawn), dask.config.set(config):
+        if config["distributed.worker.multiprocessing-method"] == "forkserver":
+            _set_forkserver_preload()
+        cluster = LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, env=env
+        )
     try:
         client = Client(cluster, set_as_default=False)
     except BaseException:
@@ -261,12 +258,9 @@ def _start_forkserver() -> None:
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(FORKSERVER_PRELOAD))
     env = _forkserver_env()
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with _environ_kept(env):
+        os.environ.update(env)
         forkserver.ensure_running()
-    finally:
-        _restore_environ(saved)
 
 
 def _forkserver_env() -> dict[str, str]:
@@ -279,13 +273,18 @@ def _forkserver_env() -> dict[str, str]:
     return env
 
 
-def _restore_environ(saved: dict[str, str | None]) -> None:
-    """Put back the variables of ``saved`` (None: not set) in ``os.environ``."""
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+@contextlib.contextmanager
+def _environ_kept(keys: Iterable[str]) -> Iterator[None]:
+    """Put the variables ``keys`` of ``os.environ`` back as they were on exit (unset ones unset again)."""
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _set_forkserver_preload() -> None:
