@@ -8,10 +8,11 @@ larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
 one read block of X, one stored chunk of each 1-D array, one sub-block and the
 partition's statistics, whatever the number of rows or the partition size.
 A partition of the last, incomplete wave of tasks (beside an idle core), and
-every partition of a pass whose reads are a large share of its work (few
-features, few cells: ``Plan.read_bound``), reads its next block while the
-statistics of the current one run, when both blocks fit ``PREFETCH_BYTES``
-and the reader decodes outside the GIL (zarr).
+every partition of a pass whose reads are a large share of its work and whose
+large stored chunks decode in pieces (few features, few cells:
+``Plan.read_bound``), reads its next block while the statistics of the
+current one run, when both blocks fit ``PREFETCH_BYTES`` and the reader
+decodes outside the GIL (zarr, HDF5 files).
 A read block that is one stored chunk of several sub-blocks, from a reader
 that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
 one sub-block at a time (:mod:`streamridge.piece_reads`) into a few reused
@@ -54,7 +55,10 @@ ALIGN_SLACK = 16  # common boundaries further apart than this many targets are n
 # Reads are a large share of a row's work (40-70 % of read + statistics in bench_layouts' 5 x 1 cells at
 # N = 50 and 200; 18-30 % at N = 1000, 22-33 % with 10 x 10 cells) where the kernel's ~N^2 flops per row
 # are at most READ_BOUND_FLOPS per byte read (N <= 64 x itemsize: N = 256 float32, 512 float64) and the
-# rows are spread over few cells; such passes read ahead in every wave of tasks (see task_plan)
+# rows are spread over few cells; such passes read ahead in every wave of tasks (see task_plan) where their
+# stored chunks decode in pieces.  Whole stored chunks no longer do: at 512 MB, the 20 narrow 5 x 1 cells of
+# zarr-1mb/4mb/sharded, zarr v2 blosc and HDF5 took 0.72-1.14x (median 0.90) the time without a read thread
+# in every wave, and 19-88 MiB less peak (docs/benchmarks.md, section 3, thirteenth session)
 # threads share the cells of a sub-block from this many features: one partition of 10 x 10 (5 x 2) cells over
 # 128 MB took 0.62-0.67x (0.57-0.63x) of one thread's time at N = 200-1000 (100-1000), 0.94-1.39x (0.93) at
 # N = 50-100 (50), where a cell's run is a few hundred rows of little BLAS work (scripts/bench_cells.py)
@@ -81,8 +85,8 @@ class Plan:
     :func:`_streams_pieces`), ahead on a thread of the task where
     ``prefetch``; the statistics do not depend on it.  ``read_bound``:
     reading is a large share of a row's work (few features, few cells, see
-    ``READ_BOUND_FLOPS``), so every task (not only those of the last wave)
-    reads ahead where ``prefetch`` allows it.  ``remote``: an array is read
+    ``READ_BOUND_FLOPS``) and stored chunks decode in pieces, so every task
+    (not only those of the last wave) reads ahead where ``prefetch`` allows it.  ``remote``: an array is read
     over the network (a URL), where a read mostly waits: every task reads
     ahead, on every scheduler, and reads a block's 1-D arrays beside X.
     ``share_cells``: the number of cells where threads sharing the cells of
@@ -202,8 +206,10 @@ def plan_pass(
     if N >= SHARE_CELLS_MIN_FEATURES and n_cells >= 4:
         plan = dataclasses.replace(plan, share_cells=n_cells)
     if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
-        return dataclasses.replace(plan, pieces=False)
-    if not plan.prefetch and getattr(X, "overlap_reads", False) and _streams_pieces(X, plan) and _ahead_slots(X, plan):
+        return dataclasses.replace(plan, pieces=False, read_bound=False)
+    if not _streams_pieces(X, plan):  # whole stored chunks: a read thread in every wave only competes (READ_BOUND_FLOPS)
+        return dataclasses.replace(plan, read_bound=False)
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and _ahead_slots(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return plan
 
@@ -277,13 +283,13 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
     idle workers, so their reads may overlap their statistics (a read thread
     per task).  Elsewhere every core already computes and a read thread only
-    competes, unless the pass is ``read_bound``: then a task waiting on its
-    read leaves its core idle, and reading ahead keeps it busy (paired zarr
-    cells, two tasks per core, pass / (read + statistics): N = 50, 1.08 mean
-    and 1.20 worst of 16 against 1.15 and 1.31 without; N = 200, 1.06 against
-    1.09 over 20, 2 against 4 over 1.15; with N = 1000 x 10 x 10 cells it cost
-    up to 25 %, and with N = 50 x 10 x 10 cells it gained nothing and held up
-    to 80 MiB more).  One worker (the ``sync`` scheduler) never reads ahead,
+    competes, unless the pass is ``read_bound``: then a task waiting on the
+    decode of its next pieces leaves its core idle, and decoding ahead keeps it
+    busy (with N = 1000 x 10 x 10 cells reading ahead cost up to 25 %, and with
+    N = 50 x 10 x 10 cells it gained nothing and held up to 80 MiB more; with
+    whole stored chunks of a few MB it cost up to 28 % at 512 MB, though it had
+    paid when first measured, on the pass code of 2026-11-25; why it stopped
+    paying was not traced).  One worker (the ``sync`` scheduler) never reads ahead,
     unless the data are ``remote`` (a read waits on the network, not a core).
     The statistics do not depend on it.
     """

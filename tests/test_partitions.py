@@ -590,20 +590,38 @@ def test_remote_1d_arrays_are_read_beside_x(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(got[True]) == 12
 
 
+class _DeclaredPieces(_Declared):
+    """A declared array whose stored chunks decode in pieces outside the GIL (as zstd zarr chunks)."""
+
+    overlap_reads = True
+
+    def stream_codec(self) -> str:
+        return "zstd"
+
+
 @pytest.mark.parametrize(
     ("n_features", "dtype", "expected"),
     [(50, np.float32, True), (50, np.float64, True), (200, np.float32, True), (200, np.float64, True),
      (256, np.float32, True), (257, np.float32, False), (512, np.float64, True), (1000, np.float64, False)],
 )
-def test_read_bound_passes_are_those_of_few_features(n_features: int, dtype: Any, expected: bool) -> None:
-    """N <= 64 x itemsize and few cells: reading is a large share of a row's work (40-70 % at N = 50 and 200)."""
-    X = _Declared((100_000, n_features), 1_000)
-    X.dtype = np.dtype(dtype)
-    readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
-    plan = plan_pass(readers, 0, 100_000, n_cells=5, stats_bytes=8 * 5 * n_features**2, memory_budget=2**31)
-    assert plan.read_bound is expected
-    many = plan_pass(readers, 0, 100_000, n_cells=100, stats_bytes=8 * 100 * n_features**2, memory_budget=2**34)
-    assert not many.read_bound  # 10 x 10 cells: the statistics of a row cost 3x more, reading no longer dominates
+def test_read_bound_passes_are_those_of_few_features_in_large_chunks(n_features: int, dtype: Any, expected: bool) -> None:
+    """N <= 64 x itemsize, few cells, stored chunks decoded in pieces: those passes read ahead in every wave.
+
+    Reading is a large share of a row's work there (40-70 % at N = 50 and 200).  Whole stored chunks
+    are not read ahead in every wave: at 512 MB a read thread beside two computing tasks made the
+    pass 0-15 % slower in most cells (docs/benchmarks.md, section 3).
+    """
+    step = 4 * 2**21 // n_features  # four 16 MiB float64 sub-blocks per stored chunk
+    rows = 10 * step
+    for cls, want in ((_DeclaredPieces, expected), (_Declared, False)):
+        X = cls((rows, n_features), step)
+        X.dtype = np.dtype(dtype)
+        readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
+        plan = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * n_features**2, memory_budget=2**31)
+        assert plan.read_rows == step and plan.sub_rows < step  # one stored chunk per read block, several sub-blocks
+        assert plan.read_bound is want, cls.__name__
+        many = plan_pass(readers, 0, rows, n_cells=100, stats_bytes=8 * 100 * n_features**2, memory_budget=2**34)
+        assert not many.read_bound  # 10 x 10 cells: the statistics of a row cost 3x more, reading no longer dominates
 
 
 class _Counted(ArrayReader):
