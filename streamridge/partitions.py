@@ -287,7 +287,8 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     decode of its next pieces leaves its core idle, and decoding ahead keeps it
     busy (with N = 1000 x 10 x 10 cells reading ahead cost up to 25 %, and with
     N = 50 x 10 x 10 cells it gained nothing and held up to 80 MiB more; with
-    whole stored chunks of a few MB it cost up to 28 % at 512 MB, though it had
+    whole stored chunks of a few MB it made narrow passes 4-11 % slower at
+    512 MB, median over the cells, and up to 39 % in one, though it had
     paid when first measured, on the pass code of 2026-11-25; why it stopped
     paying was not traced).  One worker (the ``sync`` scheduler) never reads ahead,
     unless the data are ``remote`` (a read waits on the network, not a core).
