@@ -187,16 +187,16 @@ def plan_pass(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
     )
     row_bytes = N * np.dtype(X.dtype).itemsize
-    read_bound = N <= READ_BOUND_FLOPS * np.dtype(X.dtype).itemsize and n_cells <= READ_BOUND_CELLS
+    narrow = N <= READ_BOUND_FLOPS * np.dtype(X.dtype).itemsize and n_cells <= READ_BOUND_CELLS
     if all(g.regular for g in grids.values()):
         common, step = _regular_step(grids, target)
         balanced = None
         if partition_rows is None:  # sizes asked for are kept
             step, balanced = _balanced(lo, hi, common, step, row_bytes, stats_bytes)
-        plan = Plan(lo, hi, step, balanced, read_rows, sub_rows, prefetch, read_bound=read_bound, remote=remote)
+        plan = Plan(lo, hi, step, balanced, read_rows, sub_rows, prefetch, remote=remote)
     else:
         bounds = _irregular_bounds(grids, lo, hi, target)
-        plan = Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch, read_bound=read_bound, remote=remote)
+        plan = Plan(lo, hi, 1, bounds, read_rows, sub_rows, prefetch, remote=remote)
     if partition_rows is None and len(plan) == 1 and _worth_two_lanes(hi - lo, row_bytes, stats_bytes):
         plan = dataclasses.replace(plan, lanes=2)
     elif partition_rows is None and _lanes_instead(plan, row_bytes, stats_bytes):
@@ -206,12 +206,12 @@ def plan_pass(
     if N >= SHARE_CELLS_MIN_FEATURES and n_cells >= 4:
         plan = dataclasses.replace(plan, share_cells=n_cells)
     if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
-        return dataclasses.replace(plan, pieces=False, read_bound=False)
+        return dataclasses.replace(plan, pieces=False)
     if not _streams_pieces(X, plan):  # whole stored chunks: a read thread in every wave only competes (READ_BOUND_FLOPS)
-        return dataclasses.replace(plan, read_bound=False)
+        return plan
     if not plan.prefetch and getattr(X, "overlap_reads", False) and _ahead_slots(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
-    return plan
+    return dataclasses.replace(plan, read_bound=narrow)
 
 
 def _worth_two_lanes(rows: int, row_bytes: int, stats_bytes: int) -> bool:
