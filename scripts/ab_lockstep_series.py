@@ -5,9 +5,9 @@ Usage::
     python scripts/ab_lockstep_series.py 1 --only-pass --series 64 --steps 12500 --chunk-rows 3125 --repeats 2
     python scripts/ab_lockstep_series.py 16 --only-pass --series 64 --steps 12500 --chunk-rows 3125 --repeats 2
 
-The first argument is the value (16 is the default; 1 gives the groups of the
-rule before it: as many lanes as keep ``MIN_TASKS`` tasks); the rest are
-``bench_features.py``'s.  Alternate the two in one session and compare (a).
+The first argument is the value (16 is the default; 1 gives groups of as many
+lanes as keep ``MIN_TASKS`` tasks); the rest are ``bench_features.py``'s.
+Alternate runs of the two values and compare (a).
 """
 
 from __future__ import annotations

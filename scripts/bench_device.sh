@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The checks that need more cores than this project's 2-core machine, run on a lent 16-core machine
-# (docs/benchmarks.md, "On a 16-core machine"). Usage, from the repository root:
+# The checks that need more cores than a 2-core machine, for a 16-core machine
+# (docs/benchmarks.md, section 14). Usage, from the repository root:
 #
 #   OUT=/some/dir bash scripts/bench_device.sh            # full sizes
 #   SMALL=1 OUT=/some/dir bash scripts/bench_device.sh    # a quick check of the script itself
 #   BASELINE=.ab_old OUT=/some/dir bash scripts/bench_device.sh   # only the A/B steps: the package under
 #       .ab_old/streamridge (a `git archive` of an older commit) alternated with this checkout's
 #
-# On a machine without dask and zarr, the wheels in .whl/ are installed into /tmp/site first. They were fetched
-# here with (Python 3.12 there; the versions of this machine's environment; .whl/ and .ab_old/ are listed in
-# .git/info/exclude and carried by the device tool):
+# On a machine without dask and zarr (and no network), the wheels in .whl/ are installed into $OUT/site first.
+# Fetch them beforehand with (for Python 3.12 there; the versions of the environment the figures are compared
+# with):
 #   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -d .whl \
 #     dask==2026.8.0 distributed==2026.8.0 zarr==3.1.6 numcodecs==0.16.6 zstandard==0.25.0 donfig==0.8.1.post1 \
@@ -19,11 +19,11 @@
 # Each step has its own time limit and writes its log to $OUT; a failed step does not stop the next.
 set -u
 export PYTHONUNBUFFERED=1  # bytecode is written: worker processes import dask and distributed afresh
-OUT=${OUT:-/tmp/bench_device}; mkdir -p "$OUT"
+OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"; echo "logs in $OUT"
 PY=${PY:-python3}
 if [ -d .whl ] && ! $PY -c "import dask, distributed, zarr, zstandard" 2>/dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  SITE=/tmp/site; export PYTHONPATH=/tmp/site:$PWD
+  $PY -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target "$OUT/site" .whl/*.whl || exit 1
+  SITE=$OUT/site; export PYTHONPATH=$SITE:$PWD
 else
   SITE=; export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -59,18 +59,18 @@ if [ -n "${BASELINE:-}" ]; then  # A/B: each step alternates the baseline's pack
   for r in 1 2; do
     for tree in "$BASELINE" .; do
       label=new; [ "$tree" = . ] || label=base
-      step "sched_2cores_${r}_$label" 90 env PYTHONPATH="$(path "$tree")" taskset -c 0,1 $PY scripts/bench_schedulers.py $S --store /tmp/bench_device_s.zarr --schedulers threads local:2
+      step "sched_2cores_${r}_$label" 90 env PYTHONPATH="$(path "$tree")" taskset -c 0,1 $PY scripts/bench_schedulers.py $S --store "$OUT/sched.zarr" --schedulers threads local:2
     done
   done
   if [ "${ONLY:-}" = sched ]; then
     for tree in "$BASELINE" .; do
       label=new; [ "$tree" = . ] || label=base
-      step "sched_16cores_$label" 60 env PYTHONPATH="$(path "$tree")" $PY scripts/bench_schedulers.py $S --store /tmp/bench_device_s.zarr --schedulers threads local:16
+      step "sched_16cores_$label" 60 env PYTHONPATH="$(path "$tree")" $PY scripts/bench_schedulers.py $S --store "$OUT/sched.zarr" --schedulers threads local:16
     done
   fi
   exit 0
 fi
-# 1. The ESN map pass on 1 and on 2 worker processes (issue 9's near-linear speed-up), with (a)-(d).
+# 1. The ESN map pass on 1 and on 2 worker processes, with (a)-(d).
 step esn_workers 220 $PY scripts/bench_features.py $ESN --workers
 # 2. The pass on a real dask scheduler with 1, 2, 4, 8 worker processes (docs/scaling.md's model).
 step scaling 180 $PY scripts/bench_scaling.py $SCALE

@@ -20,7 +20,7 @@ Measured in one run on the same float64 data (the best of --repeats each):
              arrays and of the .npy files, and of the files on an already running 2-process cluster
 
 and prints fit / (gram + solve) (goal <= 1.5), sklearn / fit (goal ~60), cli / python, cli / fresh and
-local:2 / threads (a cluster's start-up against a 0.2 s fit; issue 8's 1.3x goal for local:2 is a pass
+local:2 / threads (a cluster's start-up against a 0.2 s fit; the 1.3x target for local:2 is for a pass
 of seconds over the same store with both schedulers, ``bench_schedulers.py``).  ``--cli-only`` measures only python, cli, fresh and imports.
 """
 

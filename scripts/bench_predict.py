@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/bench_predict.py --store DIR/s2e6.zarr                    # issue 8's data set (written if missing)
+    python scripts/bench_predict.py --store DIR/s2e6.zarr                    # 2e6 x 200, 50,000-row chunks (written if missing)
     python scripts/bench_predict.py --store DIR/s2e6.zarr --baseline TREE   # TREE: `git archive` of another commit
     python scripts/bench_predict.py --store DIR/s2e6.zarr --classes 10      # a classifier, predictions and scores
     python scripts/bench_predict.py --store DIR/s2e6.zarr --map-units 500   # a random-hidden-layer map (stateless)

@@ -4,7 +4,7 @@ Usage::
 
     python scripts/bench_schedulers.py                   # M=1,000,000 x N=200 zarr store
     python scripts/bench_schedulers.py --rows 200000 --schedulers threads local:2
-    python scripts/bench_schedulers.py --rows 2000000 --chunk-rows 50000 --store DIR/m2.zarr   # issue 8's data set
+    python scripts/bench_schedulers.py --rows 2000000 --chunk-rows 50000 --store DIR/m2.zarr   # the benchmarks' 2e6 store
 
 Schedulers are alternated (threads, local:2, ..., threads, local:2, ...) so that
 each repeat sees the same load.  CPU time is the whole machine's busy time (run it on an idle machine).

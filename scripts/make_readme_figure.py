@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/make_readme_figure.py                  # writes docs/images/demo.png
-    python scripts/make_readme_figure.py --quick --out /tmp/demo.png
+    python scripts/make_readme_figure.py --quick --out demo.png
 
 Writes the demo's echo-state-network / NARMA-10 data (as ``streamridge demo``:
 20 series x 5000 rows of 200 reservoir states, seed 0; ``--quick``: 5 x 1000)

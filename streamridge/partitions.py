@@ -52,13 +52,14 @@ ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
 BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced)
 ALIGN_SLACK = 16  # common boundaries further apart than this many targets are not waited for
-# Reads are a large share of a row's work (40-70 % of read + statistics in bench_layouts' 5 x 1 cells at
-# N = 50 and 200; 18-30 % at N = 1000, 22-33 % with 10 x 10 cells) where the kernel's ~N^2 flops per row
-# are at most READ_BOUND_FLOPS per byte read (N <= 64 x itemsize: N = 256 float32, 512 float64) and the
-# rows are spread over few cells; such passes read ahead in every wave of tasks (see task_plan) where their
-# stored chunks decode in pieces.  Whole stored chunks no longer do: at 512 MB, the 20 narrow 5 x 1 cells of
-# zarr-1mb/4mb/sharded, zarr v2 blosc and HDF5 took 0.72-1.14x (median 0.90) the time without a read thread
-# in every wave, and 19-88 MiB less peak (docs/benchmarks.md, section 3, thirteenth session)
+# A pass is read-bound where the kernel's ~N^2 flops per row are at most READ_BOUND_FLOPS per byte read
+# (N <= 64 x itemsize: N = 256 float32, 512 float64) and its rows are spread over at most READ_BOUND_CELLS
+# cells: reading is then 40-70 % of read + statistics (5 x 1 cells at N = 50 and 200; 18-30 % at N = 1000,
+# 22-33 % with 10 x 10 cells).  Such a pass reads ahead in every wave of tasks (see task_plan) only where its
+# stored chunks decode in pieces; with whole stored chunks a read thread beside every computing task costs
+# more than it saves: without it the 20 narrow 5 x 1 cells of zarr (1 MB, 4 MB, sharded, v2 blosc) and HDF5
+# at 512 MB take 0.72-1.14x (median 0.90) the time and 19-88 MiB less peak (scripts/bench_layouts.py
+# --mb 512 --cells 5x1; docs/benchmarks.md, section 3)
 # threads share the cells of a sub-block from this many features: one partition of 10 x 10 (5 x 2) cells over
 # 128 MB took 0.62-0.67x (0.57-0.63x) of one thread's time at N = 200-1000 (100-1000), 0.94-1.39x (0.93) at
 # N = 50-100 (50), where a cell's run is a few hundred rows of little BLAS work (scripts/bench_cells.py)
@@ -272,25 +273,24 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     processes scheduler, or a ``local:N`` cluster), a wave of fewer tasks than workers (one partition
     of heavy statistics, or the last wave) gives each of its tasks the idle
     cores as ``cell_threads``, which share the cells of every sub-block
-    where ``plan.share_cells`` holds at least two per thread (one partition
-    of 10 x 10 cells used one of two cores before).  Where all the
-    partitions left make one wave, each takes the cores in proportion to its
-    rows (at least one): a 400 MB stored chunk beside a 112 MB one took one
-    core of two, and the other idled once the small one was done (zarr-400mb,
-    N = 1000 at 512 MB: 2.89 s against 2.04 s).  The workers of a
-    cluster elsewhere keep one thread each.
+    where ``plan.share_cells`` holds at least two per thread, so that one
+    partition of many cells uses every core (scripts/bench_cells.py).  Where
+    all the partitions left make one wave, each takes the cores in proportion
+    to its rows (at least one), so that a large partition beside a small one
+    leaves no core idle once the small one is done (a 400 MB stored chunk
+    beside one of 112 MB: scripts/bench_layouts.py --mb 512 --layouts
+    zarr-400mb).  The workers of a cluster elsewhere keep one thread each.
 
     Partitions of the last, incomplete wave of ``n_workers`` tasks run beside
     idle workers, so their reads may overlap their statistics (a read thread
     per task).  Elsewhere every core already computes and a read thread only
     competes, unless the pass is ``read_bound``: then a task waiting on the
     decode of its next pieces leaves its core idle, and decoding ahead keeps it
-    busy (with N = 1000 x 10 x 10 cells reading ahead cost up to 25 %, and with
-    N = 50 x 10 x 10 cells it gained nothing and held up to 80 MiB more; with
-    whole stored chunks of a few MB it made narrow passes 4-11 % slower at
-    512 MB, median over the cells, and up to 39 % in one, though it had
-    paid when first measured, on the pass code of 2026-11-25; why it stopped
-    paying was not traced).  One worker (the ``sync`` scheduler) never reads ahead,
+    busy.  Reading ahead in every wave does not pay elsewhere: with
+    N = 1000 x 10 x 10 cells it costs up to 25 %, with N = 50 x 10 x 10 cells
+    it gains nothing and holds up to 80 MiB more, and with whole stored chunks
+    of a few MB it makes narrow passes about 10 % slower at 512 MB, median over
+    the cells (scripts/bench_layouts.py).  One worker (the ``sync`` scheduler) never reads ahead,
     unless the data are ``remote`` (a read waits on the network, not a core).
     The statistics do not depend on it.
     """

@@ -1,4 +1,4 @@
-"""What each command imports (issue 8: the CLI's cost is its imports) and ``python -m streamridge``.
+"""What each command imports (the CLI's cost is mostly its imports) and ``python -m streamridge``.
 
 Each case runs in a fresh interpreter and lists the heavy packages found in
 ``sys.modules`` afterwards: a command must not pay for a package it does not use.

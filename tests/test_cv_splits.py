@@ -1,4 +1,4 @@
-"""cv= given as a scikit-learn splitter or (train, test) index arrays (issue 7, item 14).
+"""cv= given as a scikit-learn splitter or (train, test) index arrays.
 
 Every form is checked against explicit scikit-learn Ridge refits on the very
 splits the splitter yields: exact validation errors per split and lambda, the

@@ -1,4 +1,4 @@
-"""Passes with a feature map on the partition machinery (issue 9, after the partition rework).
+"""Passes with a feature map on the partition machinery.
 
 Stateless maps run inside the normal partition pass: each stored chunk is read
 once (a counting zarr store), the map is applied per sub-block, and a resumed

@@ -1,4 +1,4 @@
-"""Issue 7 (CLI) and issue 8 item 4: one-line argparse errors, continuous labels refused by
+"""The command line: one-line argparse errors, continuous labels refused by
 ``fit --classify``, start-up without the heavy dependencies, and URLs without the remote extra."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_fit_classify_accepts_integer_valued_float_labels(tmp_path, rng, capsys)
     assert json.loads(capsys.readouterr().out)["classes"] == [0.0, 1.0]
 
 
-# ---------------------------------------------------------------------- issue 8.4 start-up
+# ---------------------------------------------------------------------- start-up
 def _imported_after(code):
     proc = python(f"import sys\n{code}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     assert proc.returncode == 0, proc.stderr

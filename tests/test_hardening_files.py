@@ -1,4 +1,4 @@
-"""Issue 7, files: no user file is ever destroyed; outputs checked before the pass, all or none;
+"""Files: no user file is ever destroyed; outputs checked before the pass, all or none;
 files created with the user's umask; model and statistics files validated by a schema."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Issue 7, numerics and parameters: items 7 (overflow/underflow), 8 (rank deficiency, lambda limits), 15 (alpha_, alphas types).
+"""Numerics and parameters: overflow and underflow, rank deficiency and the limits of lambda, alpha_ and alphas types.
 
-Each test here failed on main before the fix it guards (the regularization-limit
-ports are scikit-learn's tests of ``alpha -> 0`` and ``alpha -> inf``).
+The regularization-limit tests are ports of scikit-learn's tests of ``alpha -> 0``
+and ``alpha -> inf``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ def limit_fold_errors(X, Y, w, folds, fit_intercept, limit):
     return out
 
 
-# ---------------------------------------------------------------- item 8: rank deficiency, lambda -> 0
+# ---------------------------------------------------------------- rank deficiency, lambda -> 0
 
 
 def test_rank_deficient_tiny_alpha_is_min_norm_least_squares():
-    """The issue's repro: coef_ was off by 1.6e4 (460x relative); scikit-learn's RidgeCV is below 1e-10."""
+    """Rank-deficient X (100 features, 50 rows) with lambda 1e-16: the minimum-norm least-squares coef_, as scikit-learn's RidgeCV gives."""
     X, y = make_regression(50, 100, noise=0, random_state=0)
     est = StreamRidgeCV(alphas=[1e-16]).fit(X, y)
     coef, b = lstsq_ref(X, y[:, None], None, True)
@@ -141,7 +141,7 @@ def test_eigen_and_covariance_agree_on_singular_forms(rng):
     np.testing.assert_allclose(a.fold_errors_, b.fold_errors_, rtol=1e-9)
 
 
-# ---------------------------------------------------------------- item 15: alpha_ shape, alphas types
+# ---------------------------------------------------------------- alpha_ shape, alphas types
 
 
 def test_alpha_is_scalar_for_1d_y_with_alpha_per_target(rng):
@@ -169,7 +169,7 @@ def test_non_numeric_alphas_are_parameter_errors(rng, alphas, cls):
     assert "\n" not in str(info.value)
 
 
-# ---------------------------------------------------------------- item 7: overflow and underflow
+# ---------------------------------------------------------------- overflow and underflow
 
 
 def scale_data(rng, M=200, N=4):
@@ -271,7 +271,7 @@ def test_ridge_solve_on_singular_form_equals_svd_ridge(rng, rel_alpha):
     np.testing.assert_allclose(ridge_solve(A, B, alpha), want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
 
 
-# ---------------------------------------------------------------- issue 8 item 7: the solve stage's work
+# ---------------------------------------------------------------- the solve stage's work
 
 
 def test_solve_stage_does_k_decompositions_and_no_statistics_merges(rng, monkeypatch):

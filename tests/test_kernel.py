@@ -113,8 +113,7 @@ def test_kernel_independent_of_blocking(monkeypatch, kind, tol):
     """Sub-block size and tile size change the result by rounding only.
 
     With an offset of 1e6 the rounding of the inputs themselves is ~1e-10 of a
-    unit-variance column: 8-row tiles then differ from one tile by ~5e-12
-    (the previous kernel with 123-row sub-blocks: 5.2e-12).
+    unit-variance column: 8-row tiles then differ from one tile by ~5e-12.
     """
     X, Y = data(kind, m=5000)
     cells = np.random.default_rng(2).integers(0, 4, 5000)

@@ -1,4 +1,4 @@
-"""Classifier labels (issue 7, item 5, estimator side).
+"""Classifier labels, checked by the estimators.
 
 Continuous float labels are refused for lazy sources exactly as for in-memory
 arrays, and label sets (or shapes) whose statistics cannot fit in memory are

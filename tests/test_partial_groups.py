@@ -1,4 +1,4 @@
-"""partial_fit with hashed groups on batches that hold a single series (issue 9, item 4, first part)."""
+"""partial_fit with hashed groups on batches that hold a single series."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _assert_same_model(inc, whole, rtol=1e-12):
 )
 @pytest.mark.parametrize("n_targets", [1, 3])
 def test_leave_one_series_out_incrementally(rng, fit_intercept, offset, rtol, n_targets):
-    """One series per partial_fit call equals one fit with cv='groups' over all series (used to raise)."""
+    """One series per partial_fit call equals one fit with cv='groups' over all series."""
     X, Y = _series(rng, LENGTHS, n_targets=n_targets, offset=offset)
     y = Y[:, 0] if n_targets == 1 else Y
     w = rng.uniform(0.5, 2.0, X.shape[0])
@@ -118,7 +118,7 @@ def test_single_series_shards_merge_by_group_id(rng):
         for a, b in itertools.pairwise(bounds)
     ]
     assert [s.n_folds for s in shards] == [1] * 5  # a shard's folds are its own series
-    alone = sr.StreamRidgeCV(cv="groups").compute_stats(X[:40], Y[:40, 0], groups=g[:40])  # used to raise
+    alone = sr.StreamRidgeCV(cv="groups").compute_stats(X[:40], Y[:40, 0], groups=g[:40])  # one series alone
     np.testing.assert_array_equal(alone.sxx, shards[0].sxx)
     with pytest.raises(FoldError, match="at least 2 distinct groups; got 1 so far"):
         sr.StreamRidgeCV(cv="groups").fit_stats(shards[0])

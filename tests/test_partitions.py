@@ -254,7 +254,7 @@ class _Declared(ArrayReader):
 
 
 def test_plans_are_constant_memory() -> None:
-    """Issue 7 item 6: 1e12 rows in 1-row chunks plan in microseconds, as a step not a list."""
+    """1e12 rows in 1-row chunks plan in microseconds, as a step not a list."""
     readers = {
         "X": _Declared((10**12, 100), 1),
         "y": _Declared((10**12,), 7),
@@ -271,7 +271,7 @@ def test_plans_are_constant_memory() -> None:
 
 
 def test_huge_declared_shape_is_refused_at_once(tmp_path: Path) -> None:
-    """Issue 7 item 6: a 1e12 x 1e6 zarr array is refused when opened, naming the size."""
+    """A 1e12 x 1e6 zarr array is refused when opened, naming the size."""
     zarr.create_array(tmp_path / "huge.zarr", shape=(10**12, 10**6), chunks=(1000, 1000), dtype="f4")
     t = time.perf_counter()
     with pytest.raises(InputError, match=r"statistics need at least 8 TB"):

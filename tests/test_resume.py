@@ -90,7 +90,7 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
     assert report.chunks == N_CHUNKS - covered
     assert resumed.n_rows == whole.n_rows == CHUNK_ROWS * N_CHUNKS
     assert_stats_close(resumed, whole)
-    for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):  # bit for bit (issue 7 item 9)
+    for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):  # bit for bit
         np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name), err_msg=name)
     assert "checkpoint" not in resumed.meta
 
@@ -127,7 +127,7 @@ def test_same_path_new_content_is_refused(tmp_path: Path) -> None:
 
 
 def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
-    """Issue 7 item 4: a chunk rewritten in place (same shape, same first and last rows) is detected."""
+    """A chunk rewritten in place (same shape, same first and last rows) is detected."""
     import zarr
 
     path = tmp_path / "data.zarr"

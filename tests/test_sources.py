@@ -686,7 +686,7 @@ def test_choose_row_chunks(n_rows: int, native: int, target: int, expected: tupl
     assert chunks == expected
 
 
-# --- zarr Group and h5py File/Group objects as data (issue 7 item 16) -----------------------
+# --- zarr Group and h5py File/Group objects as data ----------------------------------------
 
 
 def test_zarr_group_object_works_like_its_path(tmp_path: Path, rng: np.random.Generator) -> None:

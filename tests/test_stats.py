@@ -133,11 +133,11 @@ def test_load_errors(tmp_path):
 
 
 def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
-    """Issue 8 item 3: 200 cells, 20 sub-blocks: no K x C x N x N temporary per sub-block.
+    """200 cells, 20 sub-blocks: no K x C x N x N temporary per sub-block.
 
     The traced peak while adding (a few copies of one 0.4 MB sub-block) stays
     below half of the accumulator's N x N arrays (4 MB); allocating zeroed
-    per-chunk statistics, as the previous kernel did, costs the full 4 MB.
+    per-chunk statistics would cost the full 4 MB.
     """
     import tracemalloc
 

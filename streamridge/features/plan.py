@@ -163,12 +163,12 @@ def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
 LANE_GROUP = 8
 MAX_LANE_GROUP = 32
 MIN_TASKS = 8
-#: series a lane group should step together at least: a step of fewer rows is mostly Python overhead,
-#: which holds the GIL, so the groups' threads do not run in parallel.  64 series of 12,500 rows, one per
-#: lane (scripts/bench_features.py --only-pass --series 64 --steps 12500 --default-chunks --cv 5, threads,
-#: 2 cores): 50 units 0.56-0.66 s in groups of 8 lanes against 0.39 s in groups of 16 or 32; 100 units 0.77 s
-#: against 0.68 s (16); 200 units 1.71-1.76 s against 1.65 s (16) and 1.96 s (32: two tasks).  Lanes that
-#: already hold about 3 series each (200 series of 5,000 rows) ran best in groups of 8 (0.46-0.48 s, 32: 0.51-0.52 s)
+#: series a lane group should step together at least: a reservoir step of fewer rows is mostly Python
+#: overhead, which holds the GIL, so the groups' threads would not run in parallel; lanes that already hold
+#: several series each keep groups of LANE_GROUP.  64 series of 12,500 rows, one per lane, in groups of 16
+#: against groups of 8 (scripts/ab_lockstep_series.py 16 / 1 --only-pass --series 64 --steps 12500
+#: --chunk-rows 3125, and scripts/bench_features.py --only-pass --cv 5 --default-chunks): 200 units
+#: 1.52-1.59 s against 2.62-2.99 s on 16 cores; 50 units 0.38 s against 0.56-0.58 s on 2 cores
 LOCKSTEP_SERIES = 16
 
 #: bytes of the features a group maps at once: a round's chunks are mapped in slices of rows below it
