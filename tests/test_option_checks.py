@@ -54,6 +54,103 @@ def no_pass(monkeypatch):
     monkeypatch.setattr(base, "accumulate", boom)
 
 
+# ---------------------------------------------------------------------- fit --stats and the options of the pass
+@pytest.fixture
+def stats_files(tmp_path, store):
+    (tmp_path / "f.json").write_text(json.dumps({"map": "random_hidden", "n_units": 10}))
+    plain, mapped = tmp_path / "s.npz", tmp_path / "sf.npz"
+    assert cli.main(["stats", "--data", store, "--out", str(plain), "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "stats",
+                "--data",
+                store,
+                "--features",
+                str(tmp_path / "f.json"),
+                "--out",
+                str(mapped),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    return plain, mapped
+
+
+def test_fit_stats_refuses_features(tmp_path, stats_files, capsys):
+    plain, mapped = stats_files
+    out = tmp_path / "m.npz"
+    line = error(capsys, "fit", "--stats", plain, "--features", tmp_path / "f.json", "--out", out)
+    assert line == (
+        f"streamridge: error: fit --stats cannot apply --features {tmp_path / 'f.json'}: the statistics in {plain} "
+        "were accumulated without a feature map, so a model fitted from them has none; drop --features, or compute "
+        "statistics with it (stats --data ... --features FILE)"
+    )
+    line = error(capsys, "fit", "--stats", mapped, "--features", tmp_path / "missing.json", "--out", out)
+    assert (
+        f"the statistics in {mapped} were accumulated with their own map random_hidden(n_units=10, " in line
+    )
+    assert "which the model uses; drop --features" in line  # refused before the features file is read
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        (["--x", "X"], "--x names an array"),
+        (["--y", "y2"], "--y names an array"),
+        (["--groups", "groups"], "--groups names an array"),
+        (["--weights", "w", "--y", "y"], "--y, --weights name arrays"),
+    ],
+)
+def test_fit_stats_refuses_array_names(tmp_path, stats_files, capsys, options, names):
+    plain, _ = stats_files
+    line = error(capsys, "fit", "--stats", plain, *options, "--out", tmp_path / "m.npz")
+    assert line.startswith(f"streamridge: error: fit --stats reads no data: {names} of the data")
+    assert f"the statistics in {plain} were accumulated from their own X, y, groups and weights" in line
+
+
+@pytest.mark.parametrize(
+    ("options", "dropped"),
+    [
+        (["--folds", "4"], "--folds 4"),
+        (["--seed", "2"], "--seed 2"),
+        (["--folds", "4", "--seed", "2"], "--folds 4 --seed 2"),
+        (["--leave-group-out"], "--leave-group-out"),
+        (["--blocks", "5"], "--blocks 5"),
+    ],
+)
+def test_fit_stats_refuses_other_folds(tmp_path, stats_files, capsys, options, dropped):
+    plain, _ = stats_files
+    line = error(capsys, "fit", "--stats", plain, *options, "--out", tmp_path / "m.npz")
+    assert line.startswith(
+        f"streamridge: error: fit --stats cannot change the folds: the statistics in {plain} hold 5 folds "
+        f"(rows hashed to folds, seed 0); drop {dropped}, or compute statistics with"
+    )
+
+
+def test_fit_stats_accepts_agreeing_folds_and_options_of_the_pass(tmp_path, stats_files, capsys):
+    """Fold options equal to the statistics' and options that shape only the pass leave the model as it is."""
+    plain, _ = stats_files
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    assert (
+        cli.main(["fit", "--stats", str(plain), "--alphas", *map(str, ALPHAS), "--out", str(a), "--quiet"])
+        == 0
+    )
+    extra = ["--folds", "5", "--seed", "0", "--chunk-rows", "7", "--skip-nonfinite", "--scheduler", "sync",
+             "--checkpoint", str(tmp_path / "ck"), "--storage-options", '{"anon": true}']  # fmt: skip
+    assert (
+        cli.main(
+            ["fit", "--stats", str(plain), "--alphas", *map(str, ALPHAS), *extra, "--out", str(b), "--quiet"]
+        )
+        == 0
+    )
+    ma, mb = sr.load_model(a), sr.load_model(b)
+    assert ma.alpha_ == mb.alpha_
+    np.testing.assert_array_equal(ma.coef_, mb.coef_)
+
+
 # ---------------------------------------------------------------------- a lambda grid of non-numbers
 @pytest.mark.parametrize(
     ("alphas", "message"),
