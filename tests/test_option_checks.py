@@ -151,6 +151,106 @@ def test_fit_stats_accepts_agreeing_folds_and_options_of_the_pass(tmp_path, stat
     np.testing.assert_array_equal(ma.coef_, mb.coef_)
 
 
+# ---------------------------------------------------------------------- metrics undefined on validation folds
+def one_class_groups(rng, mixed=(0, 1, 3, 5)):
+    """Six groups of 20 rows; the groups not in ``mixed`` hold one class (2: class 1, 4: class 0, others alternate)."""
+    X = rng.standard_normal((120, 4))
+    g = np.repeat(np.arange(6), 20)
+    y = (X[:, 0] + 0.7 * rng.standard_normal(120) > 0).astype(np.int64)
+    for k in range(6):
+        if k not in mixed:
+            y[g == k] = k % 2 if k in (2, 4) else 1 - (k % 2)
+    return X, y, g
+
+
+def test_roc_auc_undefined_in_every_fold_is_refused_before_the_metric_pass(rng, monkeypatch):
+    X, _, g = one_class_groups(rng)
+    y = g % 2  # every group (fold) holds one class
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the metric pass ran")
+
+    monkeypatch.setattr(scoring, "metric_pass", boom)
+    est = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", scoring="roc_auc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FoldError) as info:
+            est.fit(X, y, groups=g)
+    assert str(info.value) == (
+        "scoring='roc_auc' is undefined in every validation fold: the validation rows of each of the 6 folds hold "
+        "one class, and ROC AUC ranks rows of one class against the other; use folds that mix the classes (e.g. "
+        "cv=K rather than groups that each hold one class) or another scoring, e.g. 'balanced_accuracy'"
+    )
+
+
+def test_roc_auc_undefined_in_every_fold_cli(tmp_path, rng, capsys):
+    X, _, g = one_class_groups(rng)
+    store = write_zarr(str(tmp_path / "d.zarr"), X, g % 2, groups=g, chunk_rows=40)
+    out = tmp_path / "m.npz"
+    line = error(
+        capsys, "fit", "--data", store, "--classify", "--groups", "groups", "--leave-group-out",
+        "--scoring", "roc_auc", "--out", out, "--quiet",
+    )  # fmt: skip
+    assert line.startswith("streamridge: error: scoring='roc_auc' is undefined in every validation fold: ")
+    assert not out.exists()
+
+
+def test_roc_auc_undefined_in_some_folds_skips_them(rng):
+    X, y, g = one_class_groups(rng)
+    est = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", scoring="roc_auc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning leaks
+        est.fit(X, y, groups=g)
+        summary = score_summary(est)
+    S = est.cv_scores_
+    assert S.shape == (3, 6)
+    assert np.isnan(S[:, [2, 4]]).all() and np.isfinite(S[:, [0, 1, 3, 5]]).all()
+    defined = S[:, [0, 1, 3, 5]]
+    assert (
+        est.alpha_ == ALPHAS[int(choose_by_score(defined[:, :, None], np.asarray(ALPHAS), per_target=False))]
+    )
+    i = ALPHAS.index(est.alpha_)
+    assert summary["undefined_folds"] == [2, 4]
+    assert summary["note"] == "roc_auc undefined in folds 2, 4 (one class): averaged over 4 folds"
+    assert summary["score"] == pytest.approx(defined[i].mean(), rel=1e-12)
+    assert summary["std_error"] == pytest.approx(defined[i].std(ddof=1) / 2.0, rel=1e-12)
+
+
+def test_roc_auc_undefined_in_some_folds_cli_summary(tmp_path, rng, capsys):
+    X, y, g = one_class_groups(rng)
+    store = write_zarr(str(tmp_path / "d.zarr"), X, y, groups=g, chunk_rows=40)
+    common = [
+        "fit",
+        "--data",
+        store,
+        "--classify",
+        "--groups",
+        "groups",
+        "--leave-group-out",
+        "--scoring",
+        "roc_auc",
+    ]
+    assert cli.main([*common, "--out", str(tmp_path / "m.npz")]) == 0
+    out, err = capsys.readouterr()
+    assert "warning" not in err.lower() and "Warning" not in out
+    assert "            roc_auc undefined in folds 2, 4 (one class): averaged over 4 folds\n" in out
+    assert cli.main([*common, "--out", str(tmp_path / "m2.npz"), "--json"]) == 0  # --json: no progress bar
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["scores"]["undefined_folds"] == [2, 4]
+
+
+def test_one_se_counts_only_the_folds_scored():
+    """The standard error of the one-standard-error rule is over the folds where the metric is defined."""
+    alphas = np.array([1.0, 10.0])
+    s = np.full((2, 4, 1), np.nan)
+    s[0, :2, 0] = [0.9, 0.7]  # mean 0.8, std 0.1414, SE over 2 folds 0.1 (over 4: 0.0707)
+    s[1, :2, 0] = [0.72, 0.72]  # within 0.1 of 0.8, not within 0.0707
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert int(choose_by_score(s, alphas, per_target=False, one_se=True)) == 1
+        assert int(choose_by_score(s, alphas, per_target=False)) == 0
+
+
 # ---------------------------------------------------------------------- a lambda grid of non-numbers
 @pytest.mark.parametrize(
     ("alphas", "message"),
