@@ -251,6 +251,65 @@ def test_one_se_counts_only_the_folds_scored():
         assert int(choose_by_score(s, alphas, per_target=False)) == 0
 
 
+# ---------------------------------------------------------------------- refused before the data pass
+@pytest.mark.parametrize(
+    ("make", "fit_kw", "words"),
+    [
+        (
+            lambda: sr.StreamRidgeCV(features=RandomHidden(10), feature_prefixes=[5, 50]),
+            {},
+            "feature_prefixes must be a list of ints in 1..10 (the number of features); got feature_prefixes=[5, 50]",
+        ),
+        (
+            lambda: sr.StreamRidgeClassifierCV(scoring="roc_auc"),
+            {"y": np.arange(120) % 3},
+            "scoring='roc_auc' is for two classes; got 3 classes; use e.g. 'balanced_accuracy'",
+        ),
+        (
+            lambda: sr.StreamRidgeCV(cv="groups", nested=True),
+            {"groups": np.repeat([4, 9], 60)},
+            "nested=True needs at least 3 folds (two inner folds per outer fold); got 2",
+        ),
+        (
+            lambda: sr.StreamRidgeCV(cv="blocks", n_blocks=2, nested=True),
+            {},
+            "nested=True needs at least 3 folds (two inner folds per outer fold); got 2",
+        ),
+    ],
+    ids=["prefixes", "roc_auc-3-classes", "nested-2-groups", "nested-2-blocks"],
+)
+def test_refused_before_the_pass(rng, no_pass, make, fit_kw, words):
+    X = rng.standard_normal((120, 4))
+    with pytest.raises(ParameterError) as info:
+        make().fit(X, fit_kw.get("y", X[:, 0]), groups=fit_kw.get("groups"))
+    assert words in str(info.value)
+
+
+def test_refused_before_the_pass_cli(tmp_path, store, no_pass, capsys):
+    (tmp_path / "f.json").write_text(json.dumps({"map": "random_hidden", "n_units": 10}))
+    out = tmp_path / "m.npz"
+    line = error(
+        capsys, "fit", "--data", store, "--features", tmp_path / "f.json", "--prefixes", 5, 50, "--out", out
+    )
+    assert "feature_prefixes must be a list of ints in 1..10" in line
+    with pytest.raises(AssertionError, match="the data pass ran"):  # six groups: accepted up to the pass
+        cli.main(
+            ["fit", "--data", store, "--groups", "groups", "--leave-group-out", "--nested", "--out", str(out)]
+        )
+    groups = np.repeat([0, 1], 150)
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    two = write_zarr(
+        str(tmp_path / "two.zarr"), X, (np.arange(300) % 3).astype(np.int64), groups=groups, chunk_rows=100
+    )
+    line = error(
+        capsys, "fit", "--data", two, "--groups", "groups", "--leave-group-out", "--nested", "--out", out
+    )
+    assert "nested=True needs at least 3 folds (two inner folds per outer fold); got 2" in line
+    line = error(capsys, "fit", "--data", two, "--classify", "--scoring", "roc_auc", "--out", out)
+    assert "scoring='roc_auc' is for two classes; got 3 classes" in line
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------- a lambda grid of non-numbers
 @pytest.mark.parametrize(
     ("alphas", "message"),
