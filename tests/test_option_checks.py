@@ -310,6 +310,52 @@ def test_refused_before_the_pass_cli(tmp_path, store, no_pass, capsys):
     assert not out.exists()
 
 
+# ---------------------------------------------------------------------- nested CV with balanced class weights
+def test_nested_balanced_names_the_label_and_group(rng):
+    X = rng.standard_normal((120, 4))
+    g = np.repeat(np.arange(6), 20) + 10
+    y = np.where(X[:, 0] > 0, 1, 3)
+    y[g == 14] = 7  # class 7 lives in group 14 only
+    est = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", class_weight="balanced", nested=True)
+    with pytest.raises(FoldError) as info:
+        est.fit(X, y, groups=g)
+    assert str(info.value) == (
+        "nested CV with class_weight='balanced': class 7 has rows only in outer fold 4 (group 14), so the model "
+        "selection on the other folds has none of them to weight; spread every class over at least two folds "
+        "(more groups holding class 7, or cv=K over rows), or drop class_weight='balanced' (--balanced) or "
+        "nested (--nested)"
+    )
+    sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", nested=True).fit(
+        X, y, groups=g
+    )  # unweighted classes: fine
+
+
+def test_nested_balanced_string_label(rng):
+    X = rng.standard_normal((120, 4))
+    g = np.repeat(np.arange(6), 20)
+    y = np.where(X[:, 0] > 0, "a", "b").astype(object)
+    y[g == 1] = "rare"
+    est = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", class_weight="balanced", nested=True)
+    with pytest.raises(FoldError, match=r"class 'rare' has rows only in outer fold 1 \(group 1\)"):
+        est.fit(X, y, groups=g)
+
+
+def test_nested_balanced_cli(tmp_path, rng, capsys):
+    X = rng.standard_normal((120, 4))
+    g = np.repeat(np.arange(6), 20)
+    y = np.where(X[:, 0] > 0, 1, 3)
+    y[g == 2] = 7
+    store = write_zarr(str(tmp_path / "d.zarr"), X, y, groups=g, chunk_rows=40)
+    line = error(
+        capsys, "fit", "--data", store, "--classify", "--balanced", "--nested", "--groups", "groups",
+        "--leave-group-out", "--out", tmp_path / "m.npz", "--quiet",
+    )  # fmt: skip
+    assert line.startswith(
+        "streamridge: error: nested CV with class_weight='balanced': class 7 has rows only in outer fold 2 (group 2)"
+    )
+    assert line.endswith("or drop class_weight='balanced' (--balanced) or nested (--nested)")
+
+
 # ---------------------------------------------------------------------- a lambda grid of non-numbers
 @pytest.mark.parametrize(
     ("alphas", "message"),
