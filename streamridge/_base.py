@@ -38,6 +38,9 @@ from .stats import FoldStats, merge
 from .stream import PassReport, PassSpec, accumulate
 
 _SELECTIONS = (None, "forward", "backward", "op-rr")
+_SCORING_NEEDS_ROWS = (
+    "scoring= needs a second pass over the rows; fit on the data, not on statistics alone (or drop scoring)"
+)
 _NOT_WITH_SPLITS = (
     "{} is not supported yet with explicit splits (cv= a splitter or (train, test) pairs); "
     "use cv=K, 'groups' or 'blocks', or drop {}"
@@ -505,6 +508,8 @@ class _StreamRidgeBase:
             check_stats_memory(
                 scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.row_chunks())
             )
+            if not shard:  # statistics only (a shard): no model is selected from them here
+                self._check_selection(None if partial else scheme, None if labels is None else len(labels), n_model)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
             self._y_1d = (len(src.shape("y")) == 1) if labels is None else True
             offset = 0
@@ -548,6 +553,24 @@ class _StreamRidgeBase:
                 checkpoint=None if partial else self.checkpoint,
             )
 
+    def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
+        """Refuse, before any pass, the model selection options that the folds, classes or features rule out.
+
+        ``nested=True`` with fewer than 3 folds, a two-class ``scoring`` with more classes,
+        ``feature_prefixes`` beyond the features of the model (a map's output width):
+        each is known from the fold scheme, the labels and the map before a row is
+        accumulated.  ``scheme`` None (``partial_fit``, whose folds grow with the
+        series): the fold count is checked when the model is selected.
+        """
+        if getattr(self, "nested", False) and scheme is not None and scheme.kind != "splits":
+            check_nested(scheme.n_folds)
+        if n_classes is not None:
+            check_scoring(getattr(self, "scoring", None), classifier=self._classifier, n_classes=n_classes)
+        if getattr(self, "feature_prefixes", None) is not None:
+            from .prefixes import check_prefixes
+
+            check_prefixes(self.feature_prefixes, n_features)
+
     def _scheduler(self) -> Any:
         """The scheduler of this fit's passes: a cluster started by :func:`scheduler_session`, or ``scheduler``."""
         return self.__dict__.get("_session_scheduler", self.scheduler)
@@ -585,6 +608,8 @@ class _StreamRidgeBase:
             E.g. from :func:`streamridge.stats.load_stats` or a merge of shards.
         """
         self._check_params()
+        if getattr(self, "scoring", None) is not None:
+            raise ParameterError(_SCORING_NEEDS_ROWS)
         task = stats.meta.get("task", "regression")
         if (task == "classification") != self._classifier:
             fix = "StreamRidgeClassifierCV (--classify)" if task == "classification" else "StreamRidgeCV (no --classify)"
@@ -606,6 +631,7 @@ class _StreamRidgeBase:
             self.n_features_in_ = int(self.features_.n_features_in_)
         self.stats_ = stats
         _check_folds(stats, False)
+        self._check_selection(self._spec.scheme, None if classes is None else len(classes), stats.n_features)
         self.__dict__.pop("_pass_source", None)
         return self._fit_stats(stats, PassReport())
 
@@ -693,7 +719,7 @@ class _StreamRidgeBase:
 
         src = self.__dict__.pop("_pass_source", None)
         if src is None:
-            raise ParameterError("scoring= needs a second pass over the rows; fit on the data, not on statistics alone (or drop scoring)")
+            raise ParameterError(_SCORING_NEEDS_ROWS)
         check_scoring(self.scoring, classifier=self._classifier, n_classes=stats.n_classes)
         supports, steps = [support], None
         force = tuple(int(f) for f in (self.force_features or ()))

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import cli_features
 from .cli_output import emit, fit_summary, format_fit
+from .cli_parser import fill_pass_defaults
 from .errors import ModelFileError, ParameterError
 from .outputs import Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 from .scheduling import scheduler_session
@@ -76,6 +77,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .model_io import save_model
     from .stats import save_stats
 
+    given = fill_pass_defaults(args)
     if args.balanced and not args.classify:
         raise ParameterError("--balanced needs --classify")
     if args.leave_group_out and args.groups is None and args.data is not None:
@@ -88,15 +90,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     check_checkpoint(args.checkpoint)
     out = targets[0]
     with scheduler_session(args.scheduler if args.stats is None else None) as scheduler:
-        est = _estimator(args, scheduler)  # local:N workers start while the data is opened
         if args.stats is not None:
-            stats = _read_stats(args.stats)
-            scheme = stats.meta.get("scheme") or {}
-            cv = {"logo": "groups", "blocks": "blocks"}.get(str(scheme.get("kind")), stats.n_folds)
-            est.set_params(cv=cv, n_blocks=stats.n_folds)
-            est.fit_stats(stats)
+            est = _fit_from_stats(args, given)
             description = f"statistics file {args.stats}"
         else:
+            est = _estimator(args, scheduler)  # local:N workers start while the data is opened
             source = _open(args)
             est.fit(source)
             description = source.description
@@ -111,6 +109,88 @@ def cmd_fit(args: argparse.Namespace) -> int:
         summary = fit_summary(est, data=description, model=out)
         emit(summary if args.json else format_fit(summary), as_json=args.json)
     return 0
+
+
+def _fit_from_stats(args: argparse.Namespace, given: frozenset[str]) -> Any:
+    """``fit --stats``: the options checked against the statistics (before a features file is read), then the fit."""
+    stats = _read_stats(args.stats)
+    check_stats_options(args, given, stats)
+    est = _estimator(args)
+    scheme = stats.meta.get("scheme") or {}
+    cv = {"logo": "groups", "blocks": "blocks"}.get(str(scheme.get("kind")), stats.n_folds)
+    est.set_params(cv=cv, n_blocks=stats.n_folds)
+    return est.fit_stats(stats)
+
+
+def check_stats_options(args: argparse.Namespace, given: frozenset[str], stats: Any) -> None:
+    """Refuse the options of ``fit --stats`` that would change the model but cannot: the statistics fixed them.
+
+    ``--features`` (the statistics carry their own map, or none), the array names
+    ``--x --y --groups --weights`` (no data is read), and fold options that disagree
+    with the statistics' folds (``--folds``, ``--blocks``, ``--leave-group-out``,
+    ``--seed``) are refused in one line.  Options that shape only the pass
+    (``--chunk-rows``, ``--scheduler``, ``--checkpoint``, ``--storage-options``,
+    ``--skip-nonfinite``) leave the model as it is and are accepted.
+
+    Parameters
+    ----------
+    args : the parsed options of ``fit``
+    given : names of :data:`streamridge.cli_parser.PASS_DEFAULTS` the user gave
+    stats : FoldStats read from ``args.stats``
+    """
+    if args.features is not None:
+        spec = stats.meta.get("features")
+        if spec is None:
+            held = "without a feature map, so a model fitted from them has none"
+        else:
+            held = f"with their own map{_map_words(spec)}, which the model uses"
+        raise ParameterError(
+            f"fit --stats cannot apply --features {args.features}: the statistics in {args.stats} were accumulated "
+            f"{held}; drop --features, or compute statistics with it (stats --data ... --features FILE)"
+        )
+    names = [f"--{n}" for n in ("x", "y") if n in given] + [
+        f"--{n}" for n in ("groups", "weights") if getattr(args, n) is not None
+    ]
+    if names:
+        raise ParameterError(
+            f"fit --stats reads no data: {', '.join(names)} {'names an array' if len(names) == 1 else 'name arrays'} "
+            f"of the data, and the statistics in {args.stats} were accumulated from their own X, y, groups and "
+            f"weights; drop {', '.join(names)} (or fit --data with {'it' if len(names) == 1 else 'them'})"
+        )
+    _check_stats_folds(args, given, stats.meta.get("scheme") or {"kind": "hash", "n_folds": stats.n_folds})
+
+
+def _map_words(spec: Any) -> str:
+    """`` random_hidden(n_units=10, ...)`` from the map of a statistics file's meta (:func:`streamridge.features.to_json`)."""
+    from .report import describe_map_spec
+
+    obj = spec.get("map") if isinstance(spec, dict) else None
+    if isinstance(obj, dict) and isinstance(obj.get("params"), dict) and "map" in obj:
+        return f" {describe_map_spec(obj)}"
+    return ""
+
+
+def _check_stats_folds(args: argparse.Namespace, given: frozenset[str], scheme: dict[str, Any]) -> None:
+    """Refuse fold options of ``fit --stats`` that disagree with the statistics' fold scheme ``scheme``."""
+    from .report import scheme_text
+
+    kind, k, seed = scheme.get("kind"), int(scheme["n_folds"]), int(scheme.get("seed", 0))
+    hashed = kind in ("hash", "group")
+    asked = []
+    if "folds" in given and not (hashed and args.folds == k):
+        asked.append(f"--folds {args.folds}")
+    if args.blocks is not None and not (kind == "blocks" and args.blocks == k):
+        asked.append(f"--blocks {args.blocks}")
+    if args.leave_group_out and kind != "logo":
+        asked.append("--leave-group-out")
+    if "seed" in given and hashed and args.seed != seed:
+        asked.append(f"--seed {args.seed}")
+    if asked:
+        held = f"{k} folds ({scheme_text(scheme)}" + (f", seed {seed})" if hashed else ")")
+        raise ParameterError(
+            f"fit --stats cannot change the folds: the statistics in {args.stats} hold {held}; "
+            f"drop {' '.join(asked)}, or compute statistics with {'it' if len(asked) == 1 else 'them'} (stats --data ...)"
+        )
 
 
 def _read_stats(path: str) -> Any:
@@ -137,6 +217,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """``streamridge stats``: the data pass only (optionally a row shard), statistics saved atomically."""
     from .stats import save_stats
 
+    fill_pass_defaults(args)
     if args.leave_group_out and args.groups is None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
     (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)

@@ -62,6 +62,22 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: defaults of the pass options that the parser leaves None, so that a command can tell which the user gave
+PASS_DEFAULTS: dict[str, Any] = {"x": "X", "y": "y", "folds": 5, "seed": 0}
+
+
+def fill_pass_defaults(args: argparse.Namespace) -> frozenset[str]:
+    """Put :data:`PASS_DEFAULTS` into the options the user left out; return the names of those given.
+
+    ``fit --stats`` refuses a given option that it cannot honour (:func:`streamridge.cli_fit.cmd_fit`).
+    """
+    given = frozenset(name for name in PASS_DEFAULTS if getattr(args, name, None) is not None)
+    for name, value in PASS_DEFAULTS.items():
+        if name not in given:
+            setattr(args, name, value)
+    return given
+
+
 def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> None:
     """Options of the data pass shared by ``fit`` and ``stats``: data, names, folds, scheduler."""
     if with_stats_input:
@@ -70,16 +86,17 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
         src.add_argument("--stats", metavar="STATSFILE", help="fit from saved statistics (no pass over rows)")
     else:
         p.add_argument("--data", required=True, metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
-    p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
-    p.add_argument("--y", default="y", metavar="NAME", help="name of y (default y)")
+    # --x, --y, --folds, --seed default to None: fill_pass_defaults tells what the user gave
+    p.add_argument("--x", metavar="NAME", help="name of X in the data (default X)")
+    p.add_argument("--y", metavar="NAME", help="name of y (default y)")
     p.add_argument("--groups", metavar="NAME", help="name of the group id array (one id per row)")
     p.add_argument("--weights", metavar="NAME", help="name of the sample weight array")
     cv = p.add_mutually_exclusive_group()
-    cv.add_argument("--folds", type=int, default=5, metavar="K", help="K folds (default 5)")
+    cv.add_argument("--folds", type=int, metavar="K", help="K folds (default 5)")
     cv.add_argument("--leave-group-out", action="store_true", help="one fold per group (needs --groups)")
     cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
     p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fold hash")
+    p.add_argument("--seed", type=int, help="seed of the fold hash (default 0)")
     p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)")
     p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
     _add_storage_options(p)

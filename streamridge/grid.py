@@ -11,38 +11,69 @@ DEFAULT_SPAN = (1e-6, 1e3)
 
 
 def check_alphas(alphas: object) -> np.ndarray:
-    """Validate a user lambda grid: 1-D, finite, strictly positive.
+    """Validate a user lambda grid: 1-D, real numbers, finite, strictly positive.
 
     Returns
     -------
     array of float64 of shape (R,), in the order given
+
+    Raises
+    ------
+    ParameterError
+        Naming the first element that is not a real number and its type
+        (``alphas[2] is of type str, not int or float``), or the
+        values that are not positive and finite.
     """
     a = _numeric(alphas)
-    if a is None or a.ndim != 1 or a.size == 0:
-        raise ParameterError(f"alphas must be a non-empty 1-D list of positive numbers; got alphas={alphas!r}")
+    if a.ndim != 1 or a.size == 0:
+        raise ParameterError(
+            f"alphas must be a non-empty 1-D list of positive numbers; got alphas={alphas!r}"
+        )
     bad = a[~np.isfinite(a) | (a <= 0)]
     if bad.size:
         raise ParameterError(f"alphas must be positive and finite; got alphas={bad.tolist()}")
     return a
 
 
-def _numeric(alphas: object) -> np.ndarray | None:
-    """``alphas`` as a float64 array, or None if it holds anything but real numbers (strings, None, complex)."""
-    if isinstance(alphas, (str, bytes)):
-        return None
+def _is_real(value: object) -> bool:
+    """A real number: a Python or NumPy int or float, not a bool."""
+    real = isinstance(value, (int, float, np.integer, np.floating))
+    return real and not isinstance(value, (bool, np.bool_))
+
+
+def _numeric(alphas: object) -> np.ndarray:
+    """``alphas`` as a float64 array (a number becomes a grid of one).
+
+    Raises
+    ------
+    ParameterError
+        If ``alphas`` is a string, a mapping or a set, or holds anything but
+        real numbers (strings, None, complex numbers, nested lists): the message
+        names the first such element, its index and its type.
+    """
+    if isinstance(alphas, (str, bytes, dict, set, frozenset)):
+        raise ParameterError(
+            f"alphas must be a number or a 1-D list of positive numbers, not {type(alphas).__name__}; got alphas={alphas!r}"
+        )
     try:
         raw = np.asarray(alphas)
-    except (TypeError, ValueError):  # ragged nesting
-        return None
-    if raw.dtype == object:
-        if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in raw.flat):
-            return None
-    elif raw.dtype.kind not in "iuf":
-        return None
-    return np.atleast_1d(raw.astype(np.float64))
+    except (TypeError, ValueError):  # ragged nesting: name its first list
+        raw = np.empty(0, dtype=object)
+    if raw.dtype.kind in "iuf":
+        return np.atleast_1d(raw.astype(np.float64))
+    items = list(alphas) if isinstance(alphas, (list, tuple)) else list(np.atleast_1d(raw).reshape(-1))
+    for i, value in enumerate(items):
+        if not _is_real(value):
+            raise ParameterError(
+                f"alphas must be real numbers: alphas[{i}] is of type {type(value).__name__}, not int or float; "
+                f"got alphas={alphas!r}"
+            )
+    return np.atleast_1d(np.asarray(items, dtype=np.float64))
 
 
-def default_alphas(A: np.ndarray, n_alphas: int = DEFAULT_N_ALPHAS, span: tuple[float, float] = DEFAULT_SPAN) -> np.ndarray:
+def default_alphas(
+    A: np.ndarray, n_alphas: int = DEFAULT_N_ALPHAS, span: tuple[float, float] = DEFAULT_SPAN
+) -> np.ndarray:
     """Log-spaced grid scaled to the spectrum of the full training form ``A``.
 
     The grid runs from ``span[0]`` to ``span[1]`` times the mean eigenvalue
@@ -59,7 +90,9 @@ def default_alphas(A: np.ndarray, n_alphas: int = DEFAULT_N_ALPHAS, span: tuple[
     return scale * np.logspace(np.log10(span[0]), np.log10(span[1]), n_alphas)
 
 
-def choose(fold_errors: np.ndarray, alphas: np.ndarray, *, per_target: bool, one_se: bool = False) -> np.ndarray:
+def choose(
+    fold_errors: np.ndarray, alphas: np.ndarray, *, per_target: bool, one_se: bool = False
+) -> np.ndarray:
     """Index of the chosen lambda.
 
     Parameters

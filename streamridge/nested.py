@@ -213,6 +213,39 @@ def check_nested(n_folds: int) -> None:
         )
 
 
+def check_balanced_classes(stats: FoldStats, balanced: bool | np.ndarray) -> None:
+    """Refuse ``class_weight='balanced'`` when a class has rows in one fold only.
+
+    Balanced weights divide by each class's weight in the training rows; the model
+    selection for that outer fold runs on the other folds, which hold none of the
+    class.  The message names the label, the fold (and its group under
+    leave-one-group-out) and the fix.
+
+    Raises
+    ------
+    FoldError
+    """
+    if balanced is not True or stats.n_classes < 2:
+        return
+    present = stats.count > 0  # (K, C)
+    lonely = np.flatnonzero(present.sum(axis=0) == 1)
+    if lonely.size == 0:
+        return
+    c = int(lonely[0])
+    o = int(np.flatnonzero(present[:, c])[0])
+    labels = stats.meta.get("classes")
+    label = labels[c] if labels is not None and c < len(labels) else c
+    scheme = stats.meta.get("scheme") or {}
+    groups = scheme.get("group_values")
+    where = f" (group {groups[o]!r})" if scheme.get("kind") == "logo" and groups is not None else ""
+    raise FoldError(
+        f"nested CV with class_weight='balanced': class {label!r} has rows only in outer fold {o}{where}, so the "
+        f"model selection on the other folds has none of them to weight; spread every class over at least two "
+        f"folds (more groups holding class {label!r}, or cv=K over rows), or drop class_weight='balanced' "
+        "(--balanced) or nested (--nested)"
+    )
+
+
 def nested_cv(stats: FoldStats, cfg: SelectionConfig, *, outer: Forms | None = None) -> NestedResult:
     """Run the whole model selection on the other folds and score it on each outer fold.
 
@@ -229,6 +262,7 @@ def nested_cv(stats: FoldStats, cfg: SelectionConfig, *, outer: Forms | None = N
     NestedResult
     """
     check_nested(stats.n_folds)
+    check_balanced_classes(stats, cfg.balanced)
     fi, std, bal = cfg.fit_intercept, cfg.standardize, cfg.balanced
     if outer is None:
         outer = build_forms(stats, fit_intercept=fi, standardize=std, balanced=bal)

@@ -224,6 +224,8 @@ def score_lines(scores: dict[str, Any] | None) -> list[str]:
         f"scoring     {scores['scoring']} {_g(scores['score'])} at the chosen lambda (std error "
         f"{_g(scores['std_error'])} over folds; best mean on the grid {_g(scores['best_on_grid'])})"
     ]
+    if scores.get("note"):
+        lines.append(f"            {scores['note']}")
     if scores.get("per_class_error"):
         lines.append("            per-class error " + ", ".join(_g(e) for e in scores["per_class_error"]))
     if scores.get("rescore_steps"):

@@ -9,6 +9,16 @@ best steps of the selection path) are scored by one extra pass
 better), ties to the larger lambda; the one-standard-error rule takes the
 largest lambda whose mean score is within one standard error (over folds) of
 the best.
+
+A metric can be undefined on a fold: ROC AUC ranks rows of one class against
+the other, so a fold whose validation rows hold one class has none
+(:data:`UNDEFINED_WHY`).  Such folds are known from the statistics before the
+metric pass (:func:`undefined_folds`).  Undefined in every fold: a one-line
+:class:`~streamridge.errors.FoldError` before the pass.  Undefined in some: those
+folds are skipped for the metric -- their ``cv_scores_`` columns are NaN, means
+and standard errors are over the other folds -- and the fit summary says so
+(:func:`score_summary`: "roc_auc undefined in folds 2, 4 (one class): averaged
+over 3 folds").
 """
 
 from __future__ import annotations
@@ -18,11 +28,64 @@ from typing import Any
 
 import numpy as np
 
+from .errors import FoldError
 from .metric_pass import make_plan, metric_pass
 from .metrics import ClassTally, fold_scores
 
 #: mean scores within this relative distance of the best are tied (the larger lambda wins)
 TIE_RTOL = 1e-12
+
+#: why a metric is undefined on a fold, by scoring (others: a fold without weighted validation rows)
+UNDEFINED_WHY = {"roc_auc": "one class"}
+_NO_ROWS = "no weighted rows"
+
+
+def undefined_folds(stats: Any, scoring: str) -> np.ndarray:
+    """Folds whose validation rows leave ``scoring`` undefined, a bool array of shape (K,).
+
+    From the statistics' per (fold, class) weights: ROC AUC needs positive weight in
+    two classes, every metric some positive weight.
+    """
+    classes = (np.asarray(stats.weight) > 0).sum(axis=1)
+    return classes < (2 if scoring == "roc_auc" else 1)
+
+
+def check_defined(undefined: np.ndarray, scoring: str) -> None:
+    """Refuse a metric undefined on the validation rows of every fold, naming the metric and why.
+
+    Raises
+    ------
+    FoldError
+    """
+    if not np.all(undefined):
+        return
+    K = undefined.shape[0]
+    if scoring == "roc_auc":
+        why = (
+            f"the validation rows of each of the {K} folds hold one class, and ROC AUC ranks rows of one class "
+            "against the other; use folds that mix the classes (e.g. cv=K rather than groups that each hold "
+            "one class) or another scoring, e.g. 'balanced_accuracy'"
+        )
+    else:
+        why = f"none of the {K} folds has validation rows of positive weight; use fewer folds"
+    raise FoldError(f"scoring={scoring!r} is undefined in every validation fold: {why}")
+
+
+def _nanmean(a: np.ndarray, axis: Any, keepdims: bool = False) -> np.ndarray:
+    """Mean over ``axis`` of the values that are not NaN; NaN (and no warning) where there are none."""
+    ok = ~np.isnan(a)
+    n = ok.sum(axis=axis, keepdims=keepdims)
+    total = np.where(ok, a, 0.0).sum(axis=axis, keepdims=keepdims)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
+def _nanse(a: np.ndarray, axis: int) -> np.ndarray:
+    """Standard error of the mean over ``axis`` of the values that are not NaN (std ddof=1 / sqrt(n)); 0 below 2 values."""
+    ok = ~np.isnan(a)
+    n = ok.sum(axis=axis)
+    mean = _nanmean(a, axis, keepdims=True)
+    ss = np.where(ok, (a - mean) ** 2, 0.0).sum(axis=axis)
+    return np.where(n > 1, np.sqrt(ss / np.maximum(n - 1, 1)) / np.sqrt(np.maximum(n, 1)), 0.0)
 
 
 def choose_by_score(
@@ -43,16 +106,20 @@ def choose_by_score(
     Returns
     -------
     array of int of shape (T,) if per_target else shape ()
+
+    Notes
+    -----
+    NaN scores (a fold where the metric is undefined) are left out of the means
+    and of the standard error: K counts the folds scored.
     """
-    S = scores if per_target else np.nanmean(scores, axis=2, keepdims=True)
-    mean = np.nanmean(S, axis=1)  # (R, T')
+    S = scores if per_target else _nanmean(scores, axis=2, keepdims=True)
+    mean = _nanmean(S, axis=1)  # (R, T')
     mean = np.where(np.isnan(mean), -np.inf, mean)
     best = np.argmax(mean, axis=0)
     cols = np.arange(mean.shape[1])
     bound = mean[best, cols]
     if one_se:
-        K = S.shape[1]
-        bound = bound - np.nanstd(S[best, :, cols], axis=1, ddof=1) / np.sqrt(K)
+        bound = bound - _nanse(S[best, :, cols], axis=1)
     bound = bound - TIE_RTOL * np.abs(bound)
     ok = mean >= bound[None, :]
     order = np.argsort(alphas, kind="stable")
@@ -139,18 +206,27 @@ def select_by_metric(
     scheduler: Any = None,
     progress: Any = False,
 ) -> MetricChoice:
-    """Score every (set, lambda) by one metric pass; choose lambda per set, then the best set (ties: earlier)."""
+    """Score every (set, lambda) by one metric pass; choose lambda per set, then the best set (ties: earlier).
+
+    Folds where ``scoring`` is undefined are skipped (their scores NaN); undefined
+    in every fold is refused before the pass (:func:`check_defined`).
+    """
+    undefined = undefined_folds(stats, scoring)
+    check_defined(undefined, scoring)
     n_classes = 0 if spec.classes is None else len(spec.classes)
     plan = make_plan(stats, forms, alphas, supports, n_classes=n_classes, auc=scoring == "roc_auc")
     tally = metric_pass(source, spec, plan, row_offset=row_offset, scheduler=scheduler, progress=progress)
     R = len(alphas)
     per_model = fold_scores(tally, scoring)  # (n_sets * R, K, T)
+    undefined = undefined | np.isnan(per_model).all(axis=(0, 2))  # rows the pass left out (a washout)
+    check_defined(undefined, scoring)
+    per_model[:, undefined] = np.nan
     scores = per_model.reshape(len(supports), R, *per_model.shape[1:])
     idx, set_scores = [], []
     for s in range(len(supports)):
         i = choose_by_score(scores[s], alphas, per_target=per_target, one_se=one_se)
-        mean = np.nanmean(scores[s], axis=1)  # (R, T)
-        val = mean[i, np.arange(mean.shape[1])].mean() if per_target else np.nanmean(mean[int(i)])
+        mean = _nanmean(scores[s], axis=1)  # (R, T)
+        val = mean[i, np.arange(mean.shape[1])].mean() if per_target else _nanmean(mean[int(i)], axis=0)
         idx.append(i)
         set_scores.append(float(val))
     best = int(np.argmax(np.asarray(set_scores)))  # first maximum: the candidate listed first wins ties
@@ -162,7 +238,11 @@ def select_by_metric(
 
 def score_summary(estimator: Any) -> dict[str, Any] | None:
     """JSON-safe summary of ``cv_scores_`` (None without ``scoring``): the metric, its mean over folds
-    per lambda, and at the chosen lambda its mean and standard error over folds."""
+    per lambda, and at the chosen lambda its mean and standard error over folds.
+
+    Folds where the metric is undefined (NaN in ``cv_scores_``) are left out of the
+    means; ``undefined_folds`` lists them and ``note`` says so in words.
+    """
     scores = getattr(estimator, "cv_scores_", None)
     scoring = getattr(estimator, "scoring", None)
     if scores is None or scoring is None:
@@ -174,15 +254,23 @@ def score_summary(estimator: Any) -> dict[str, Any] | None:
     chosen = np.broadcast_to(np.asarray(estimator.alpha_), (T,))
     idx = [int(np.argmin(np.abs(alphas - a))) for a in chosen]
     at = np.stack([S[i, :, t] for t, i in enumerate(idx)], axis=1).mean(axis=1)  # (K,) averaged over targets
-    K = S.shape[1]
-    mean = np.nanmean(S, axis=(1, 2))
+    undefined = np.flatnonzero(np.isnan(S).all(axis=(0, 2)))
+    mean = _nanmean(S.reshape(S.shape[0], -1), axis=1)
+    finite = mean[np.isfinite(mean)]
     out: dict[str, Any] = {
         "scoring": scoring,
-        "score": float(np.nanmean(at)),
-        "std_error": float(np.nanstd(at, ddof=1) / np.sqrt(K)) if K > 1 else 0.0,
-        "best_on_grid": float(np.nanmax(mean)),
+        "score": float(_nanmean(at, axis=0)),
+        "std_error": float(_nanse(at, axis=0)),
+        "best_on_grid": float(finite.max()) if finite.size else None,
         "mean_per_alpha": [None if not np.isfinite(v) else float(v) for v in mean],
     }
+    if undefined.size:
+        scored = S.shape[1] - undefined.size
+        out["undefined_folds"] = [int(k) for k in undefined]
+        out["note"] = (
+            f"{scoring} undefined in fold{'s' if undefined.size > 1 else ''} {', '.join(str(k) for k in undefined)} "
+            f"({UNDEFINED_WHY.get(str(scoring), _NO_ROWS)}): averaged over {scored} fold{'s' if scored != 1 else ''}"
+        )
     confusion = getattr(estimator, "cv_confusion_", None)
     if confusion is not None:
         total = np.asarray(confusion, dtype=np.float64).sum(axis=0)  # (C, C) over folds
