@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IncompatibleStatsError, ModelFileError
+from .json_diff import describe_difference
 
 STATS_FORMAT = "streamridge-stats"
 STATS_VERSION = 1
@@ -328,26 +329,24 @@ def combine(stats: FoldStats, mask: np.ndarray) -> FoldStats:
     return merge_all(parts)
 
 
-_COMPAT_KEYS = ("scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task", "features")
+#: the meta fields two statistics must share, the feature map first (it decides the width and the names)
+_COMPAT_KEYS = ("features", "scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task")
 
 
 def _check_compatible(a: FoldStats, b: FoldStats) -> None:
+    """Raise unless ``a`` and ``b`` are of one problem; a meta field that differs is named by path."""
+    for key in _COMPAT_KEYS:
+        if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
+            fix = "; compute every shard with the same features file" if key == "features" else ""
+            raise IncompatibleStatsError(
+                f"statistics differ in {key}: {describe_difference(a.meta[key], b.meta[key])}; "
+                f"only statistics of the same features, targets and fold scheme can be merged{fix}"
+            )
     if a.weight.shape != b.weight.shape or a.sxy.shape != b.sxy.shape:
         raise IncompatibleStatsError(
             f"statistics have different shapes (folds, classes, features, targets): "
             f"{a.sxy.shape} vs {b.sxy.shape}; they come from different problems"
         )
-    for key in _COMPAT_KEYS:
-        if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
-            raise IncompatibleStatsError(
-                f"statistics differ in {key}: {_short(a.meta[key])} vs {_short(b.meta[key])}; "
-                "only statistics of the same features, targets and fold scheme can be merged"
-            )
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 200 else text[:120] + " ..."
 
 
 def save_stats(stats: FoldStats, path: str | os.PathLike[str]) -> None:
@@ -370,12 +369,11 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
     from .file_schema import check_stats
 
     name = os.fspath(path)
+    _check_is_stats_file(name)
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta_json"]).decode())
             arrays = [np.array(z[a]) for a in _ARRAYS]
-    except FileNotFoundError as exc:
-        raise ModelFileError(f"statistics file {name!r} does not exist") from exc
     except (KeyError, ValueError, OSError, EOFError, TypeError, AttributeError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ModelFileError(f"{name!r} is not a streamridge statistics file ({reason})") from exc
@@ -391,6 +389,33 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
     meta.pop("format", None)
     meta.pop("format_version", None)
     return FoldStats.from_arrays(arrays, meta)
+
+
+def _check_is_stats_file(name: str) -> None:
+    """Raise one line saying what ``name`` is where it cannot be a statistics file (missing, a directory,
+    a model file, not an ``.npz``, an ``.npz`` without the statistics header)."""
+    import zipfile
+
+    from .outputs import written_by_streamridge
+
+    fix = "give a statistics file (written by streamridge stats, merge or fit --save-stats)"
+    if not os.path.exists(name):
+        raise ModelFileError(f"statistics file {name!r} does not exist")
+    if os.path.isdir(name):
+        raise ModelFileError(f"{name!r} is a directory, not a streamridge statistics file; {fix}")
+    if written_by_streamridge(name, "model"):
+        raise ModelFileError(f"{name!r} is a streamridge model file, not a statistics file; {fix}")
+    if not zipfile.is_zipfile(name):
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file (not an .npz archive); {fix}")
+    try:
+        with zipfile.ZipFile(name) as z:
+            has_meta = "meta_json.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return  # the reader names the problem
+    if not has_meta:
+        raise ModelFileError(
+            f"{name!r} is an .npz archive but not a streamridge statistics file (no meta_json header); {fix}"
+        )
 
 
 def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
