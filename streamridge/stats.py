@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from . import series_spans
 from .errors import IncompatibleStatsError, ModelFileError
 from .json_diff import describe_difference
 
@@ -191,16 +192,27 @@ def from_chunk(
     return FoldStats.from_arrays(shaped, meta)
 
 
-def merge(a: FoldStats, b: FoldStats) -> FoldStats:
+def merge(a: FoldStats, b: FoldStats, *, continues: bool = False) -> FoldStats:
     """Pairwise (Chan-Golub-LeVeque) merge of two statistics, cell by cell.
 
     Returns a new object; metadata of ``a`` is kept and ``rows_seen`` is the
     maximum of both (row ranges of merged shards are disjoint).  Leave-one-group-out
     statistics of different group sets merge by group id: the result has one fold per
     group of either (a union, in sorted order), as one pass over all rows would.
+    Statistics of a stateful feature map that hold the same series are refused
+    (:mod:`streamridge.series_spans`); with ``continues`` (``partial_fit``: ``b``'s pass
+    began with the map's state after ``a``'s last row) the series ending ``a`` may go on in ``b``.
+
+    Raises
+    ------
+    IncompatibleStatsError
+        Other shapes, fold schemes, feature maps, ...; overlapping rows; a series in both.
     """
     a, b = _align_groups(a, b)
     _check_compatible(a, b)
+    ra, rb = a.meta.get("row_ranges"), b.meta.get("row_ranges")
+    ranges = _union_ranges(ra, rb) if ra and rb else None
+    spans = _merged_spans(a.meta.get("series_spans"), b.meta.get("series_spans"), continues)
     n = a.weight + b.weight
     safe = np.where(n > 0, n, 1.0)
     fb = np.where(n > 0, b.weight / safe, 0.0)
@@ -227,12 +239,30 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     if np.any(only_b):
         out.mean_x[only_b] = b.mean_x[only_b]
         out.mean_y[only_b] = b.mean_y[only_b]
-    ra, rb = a.meta.get("row_ranges"), b.meta.get("row_ranges")
-    if ra and rb:
-        out.meta["row_ranges"] = _union_ranges(ra, rb)
+    if ranges is not None:
+        out.meta["row_ranges"] = ranges
+    if spans is not None:
+        out.meta["series_spans"] = spans
     if "rows_seen" in a.meta or "rows_seen" in b.meta:
         out.meta["rows_seen"] = max(int(a.meta.get("rows_seen", 0)), int(b.meta.get("rows_seen", 0)))
     return out
+
+
+def _merged_spans(a: list[Any] | None, b: list[Any] | None, continues: bool) -> list[Any] | None:
+    """The series spans of a merge: both joined, a series in both refused; where one has none
+    (a file written before spans were recorded), those of the other."""
+    if a is None or b is None:
+        return a if b is None else b
+    clash = series_spans.find_clash(a, b, continues=continues)
+    if clash is not None:
+        series, early, late = clash
+        raise IncompatibleStatsError(
+            f"series {series!r} starts again at row {late[1]} ({series_spans.describe_rows(late)}) after its "
+            f"{series_spans.describe_rows(early)} in other statistics; a stateful feature map runs each series "
+            "once, from its first row, so these statistics restarted it from rest; merge only statistics that "
+            "each hold whole series (sort the data by series, then time, and cut shards between series)"
+        )
+    return series_spans.join(a, b, continues=continues)
 
 
 def _add_outer(S: np.ndarray, u: np.ndarray, v: np.ndarray, piece: int = 2**20) -> None:
