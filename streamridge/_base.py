@@ -32,6 +32,7 @@ from .metrics import check_scoring
 from .nested import check_nested, chosen_cv_error, config_of, nested_cv, nested_summary
 from .parallel import solve_stage_limits
 from .scheduling import scheduler_session
+from .series_spans import describe_rows, find_clash
 from .solvers import fold_errors, solve_full
 from .splits import check_cv, is_splits, split_folds, with_folds
 from .stats import FoldStats, merge
@@ -107,6 +108,11 @@ def _slice_rows(src: Any, start: int, stop: int) -> Any:
 
 def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _stateful(spec: PassSpec) -> bool:
+    """Whether the pass runs a stateful feature map (its statistics record their series' rows)."""
+    return spec.features is not None and bool(spec.features.stateful)
 
 
 def _check_label_type(y: np.ndarray) -> None:
@@ -443,7 +449,8 @@ class _StreamRidgeBase:
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
-            stats = merge(self.stats_, stats)  # leave-one-group-out: new series add folds
+            # leave-one-group-out: new series add folds; a stateful map ran on from the last call's state
+            stats = merge(self.stats_, stats, continues=_stateful(self._spec))
             self._spec = dataclasses.replace(self._spec, scheme=FoldScheme.from_dict(stats.meta["scheme"]))
         self.stats_ = stats
         _check_folds(stats, partial)
@@ -512,7 +519,7 @@ class _StreamRidgeBase:
                 self._check_selection(None if partial else scheme, None if labels is None else len(labels), n_model)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
             self._y_1d = (len(src.shape("y")) == 1) if labels is None else True
-            offset = 0
+            offset, spans = 0, None
         else:
             if self._spec.scheme.kind == "splits":
                 raise ParameterError(
@@ -524,6 +531,7 @@ class _StreamRidgeBase:
             if not self._classifier and (len(src.shape("y")) == 1) != self._y_1d:
                 raise InputError("y changed between 1-D and 2-D across partial_fit calls")
             offset = int(self.stats_.meta.get("rows_seen", self.stats_.n_rows))
+            spans = self._continued_spans(src, offset)  # before any change: a refused call changes nothing
             if self._spec.scheme.kind == "logo":  # this batch's series are its folds; merged by group id
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=True, batch=True))
             if self._spec.features is not None and self._spec.features.stateful:
@@ -545,6 +553,10 @@ class _StreamRidgeBase:
             self._pass_source = (src, offset)  # for the metric pass (scoring=); dropped after the fit
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + src.n_rows()]]
+        if _stateful(self._spec):
+            from .features.estimator import series_spans
+
+            meta["series_spans"] = series_spans(src, offset) if spans is None else spans
         with warnings.catch_warnings():
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
@@ -570,6 +582,31 @@ class _StreamRidgeBase:
             from .prefixes import check_prefixes
 
             check_prefixes(self.feature_prefixes, n_features)
+
+    def _continued_spans(self, src: Any, offset: int) -> list[list[Any]] | None:
+        """The series spans of a ``partial_fit`` call with a stateful map (None without one).
+
+        Raises
+        ------
+        InputError
+            A series of the call came in an earlier call and did not end it (the map would
+            restart it from rest).
+        """
+        from .features.estimator import series_spans
+
+        if not _stateful(self._spec):
+            return None
+        spans = series_spans(src, offset)
+        clash = find_clash(self.stats_.meta.get("series_spans") or [], spans, continues=True)
+        if clash is not None:
+            series, early, late = clash
+            raise InputError(
+                f"series {series!r} starts again at row {late[1]} ({describe_rows(late)} of this partial_fit "
+                f"call) after its {describe_rows(early)} in an earlier call; a stateful feature map carries "
+                "only the series that ended the previous call into the next and would restart this one from "
+                "rest; give each series' rows contiguously and in time order (sort the data by series, then time)"
+            )
+        return spans
 
     def _scheduler(self) -> Any:
         """The scheduler of this fit's passes: a cluster started by :func:`scheduler_session`, or ``scheduler``."""

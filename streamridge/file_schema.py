@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelFileError
+from .series_spans import check_spans
 
 MAX_FEATURES = 2**24
 """More features than this is not a real model (N x N float64 statistics would take 2 PiB)."""
@@ -183,6 +184,7 @@ _STATS_FIELDS: dict[str, Check] = {
     "rows_seen": _int(0, 2**62),
     "checkpoint": _type((dict,), "an object"),
     "features": _type((dict,), "an object", none=True),  # a fitted feature map (streamridge.features.to_json)
+    "series_spans": check_spans,  # the rows of each series of a stateful map (streamridge.series_spans)
 }
 
 

@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from . import series_spans
 from .errors import IncompatibleStatsError, ModelFileError
+from .json_diff import describe_difference
 
 STATS_FORMAT = "streamridge-stats"
 STATS_VERSION = 1
@@ -190,16 +192,27 @@ def from_chunk(
     return FoldStats.from_arrays(shaped, meta)
 
 
-def merge(a: FoldStats, b: FoldStats) -> FoldStats:
+def merge(a: FoldStats, b: FoldStats, *, continues: bool = False) -> FoldStats:
     """Pairwise (Chan-Golub-LeVeque) merge of two statistics, cell by cell.
 
     Returns a new object; metadata of ``a`` is kept and ``rows_seen`` is the
     maximum of both (row ranges of merged shards are disjoint).  Leave-one-group-out
     statistics of different group sets merge by group id: the result has one fold per
     group of either (a union, in sorted order), as one pass over all rows would.
+    Statistics of a stateful feature map that hold the same series are refused
+    (:mod:`streamridge.series_spans`); with ``continues`` (``partial_fit``: ``b``'s pass
+    began with the map's state after ``a``'s last row) the series ending ``a`` may go on in ``b``.
+
+    Raises
+    ------
+    IncompatibleStatsError
+        Other shapes, fold schemes, feature maps, ...; overlapping rows; a series in both.
     """
     a, b = _align_groups(a, b)
     _check_compatible(a, b)
+    ra, rb = a.meta.get("row_ranges"), b.meta.get("row_ranges")
+    ranges = _union_ranges(ra, rb) if ra and rb else None
+    spans = _merged_spans(a.meta.get("series_spans"), b.meta.get("series_spans"), continues)
     n = a.weight + b.weight
     safe = np.where(n > 0, n, 1.0)
     fb = np.where(n > 0, b.weight / safe, 0.0)
@@ -226,12 +239,30 @@ def merge(a: FoldStats, b: FoldStats) -> FoldStats:
     if np.any(only_b):
         out.mean_x[only_b] = b.mean_x[only_b]
         out.mean_y[only_b] = b.mean_y[only_b]
-    ra, rb = a.meta.get("row_ranges"), b.meta.get("row_ranges")
-    if ra and rb:
-        out.meta["row_ranges"] = _union_ranges(ra, rb)
+    if ranges is not None:
+        out.meta["row_ranges"] = ranges
+    if spans is not None:
+        out.meta["series_spans"] = spans
     if "rows_seen" in a.meta or "rows_seen" in b.meta:
         out.meta["rows_seen"] = max(int(a.meta.get("rows_seen", 0)), int(b.meta.get("rows_seen", 0)))
     return out
+
+
+def _merged_spans(a: list[Any] | None, b: list[Any] | None, continues: bool) -> list[Any] | None:
+    """The series spans of a merge: both joined, a series in both refused; where one has none
+    (a file written before spans were recorded), those of the other."""
+    if a is None or b is None:
+        return a if b is None else b
+    clash = series_spans.find_clash(a, b, continues=continues)
+    if clash is not None:
+        series, early, late = clash
+        raise IncompatibleStatsError(
+            f"series {series!r} starts again at row {late[1]} ({series_spans.describe_rows(late)}) after its "
+            f"{series_spans.describe_rows(early)} in other statistics; a stateful feature map runs each series "
+            "once, from its first row, so these statistics restarted it from rest; merge only statistics that "
+            "each hold whole series (sort the data by series, then time, and cut shards between series)"
+        )
+    return series_spans.join(a, b, continues=continues)
 
 
 def _add_outer(S: np.ndarray, u: np.ndarray, v: np.ndarray, piece: int = 2**20) -> None:
@@ -328,26 +359,24 @@ def combine(stats: FoldStats, mask: np.ndarray) -> FoldStats:
     return merge_all(parts)
 
 
-_COMPAT_KEYS = ("scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task", "features")
+#: the meta fields two statistics must share, the feature map first (it decides the width and the names)
+_COMPAT_KEYS = ("features", "scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task")
 
 
 def _check_compatible(a: FoldStats, b: FoldStats) -> None:
+    """Raise unless ``a`` and ``b`` are of one problem; a meta field that differs is named by path."""
+    for key in _COMPAT_KEYS:
+        if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
+            fix = "; compute every shard with the same features file" if key == "features" else ""
+            raise IncompatibleStatsError(
+                f"statistics differ in {key}: {describe_difference(a.meta[key], b.meta[key])}; "
+                f"only statistics of the same features, targets and fold scheme can be merged{fix}"
+            )
     if a.weight.shape != b.weight.shape or a.sxy.shape != b.sxy.shape:
         raise IncompatibleStatsError(
             f"statistics have different shapes (folds, classes, features, targets): "
             f"{a.sxy.shape} vs {b.sxy.shape}; they come from different problems"
         )
-    for key in _COMPAT_KEYS:
-        if key in a.meta and key in b.meta and a.meta[key] != b.meta[key]:
-            raise IncompatibleStatsError(
-                f"statistics differ in {key}: {_short(a.meta[key])} vs {_short(b.meta[key])}; "
-                "only statistics of the same features, targets and fold scheme can be merged"
-            )
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 200 else text[:120] + " ..."
 
 
 def save_stats(stats: FoldStats, path: str | os.PathLike[str]) -> None:
@@ -370,12 +399,11 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
     from .file_schema import check_stats
 
     name = os.fspath(path)
+    _check_is_stats_file(name)
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta_json"]).decode())
             arrays = [np.array(z[a]) for a in _ARRAYS]
-    except FileNotFoundError as exc:
-        raise ModelFileError(f"statistics file {name!r} does not exist") from exc
     except (KeyError, ValueError, OSError, EOFError, TypeError, AttributeError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ModelFileError(f"{name!r} is not a streamridge statistics file ({reason})") from exc
@@ -391,6 +419,33 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
     meta.pop("format", None)
     meta.pop("format_version", None)
     return FoldStats.from_arrays(arrays, meta)
+
+
+def _check_is_stats_file(name: str) -> None:
+    """Raise one line saying what ``name`` is where it cannot be a statistics file (missing, a directory,
+    a model file, not an ``.npz``, an ``.npz`` without the statistics header)."""
+    import zipfile
+
+    from .outputs import written_by_streamridge
+
+    fix = "give a statistics file (written by streamridge stats, merge or fit --save-stats)"
+    if not os.path.exists(name):
+        raise ModelFileError(f"statistics file {name!r} does not exist")
+    if os.path.isdir(name):
+        raise ModelFileError(f"{name!r} is a directory, not a streamridge statistics file; {fix}")
+    if written_by_streamridge(name, "model"):
+        raise ModelFileError(f"{name!r} is a streamridge model file, not a statistics file; {fix}")
+    if not zipfile.is_zipfile(name):
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file (not an .npz archive); {fix}")
+    try:
+        with zipfile.ZipFile(name) as z:
+            has_meta = "meta_json.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return  # the reader names the problem
+    if not has_meta:
+        raise ModelFileError(
+            f"{name!r} is an .npz archive but not a streamridge statistics file (no meta_json header); {fix}"
+        )
 
 
 def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:

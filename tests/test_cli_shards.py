@@ -101,3 +101,70 @@ def test_disk_full_leaves_nothing_half_written(tmp_path, store, capsys, monkeypa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("No space left on device" in line for line in err)
     assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "named"),
+    [
+        ({"map": "esn", "n_units": 6, "seed": 1}, {"map": "esn", "n_units": 6, "seed": 2}, "seed 1 vs 2"),
+        (
+            {"map": "esn", "n_units": 6, "washout": 0},
+            {"map": "esn", "n_units": 6, "washout": 5},
+            "washout 0 vs 5",
+        ),
+        (
+            {
+                "map": "pipeline",
+                "maps": [{"map": "delays", "n_delays": 2}, {"map": "esn", "n_units": 6, "seed": 3}],
+            },
+            {
+                "map": "pipeline",
+                "maps": [{"map": "delays", "n_delays": 2}, {"map": "esn", "n_units": 6, "seed": 4}],
+            },
+            "maps[1].seed 3 vs 4",
+        ),
+        ({"map": "esn", "n_units": 6}, {"map": "delays", "n_delays": 5}, "map 'esn' vs 'delays'"),
+    ],
+    ids=["seed", "washout", "nested", "kind"],
+)
+def test_merge_of_other_maps_names_the_parameter(tmp_path, store, capsys, one, other, named):
+    """Used to print both maps as a dict cut after 120 characters, before the parameter that differs."""
+    shards = []
+    for i, (spec, rows) in enumerate(((one, "0:1200"), (other, "1200:2400"))):
+        (tmp_path / f"f{i}.json").write_text(json.dumps(spec))
+        shards.append(str(tmp_path / f"s{i}.npz"))
+        argv = ["stats", "--data", store, "--groups", "groups", "--features", str(tmp_path / f"f{i}.json")]
+        assert main([*argv, "--rows", rows, "--out", shards[i], "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["merge", *shards, "--out", str(tmp_path / "s.npz")]) == 2
+    assert capsys.readouterr().err == (
+        f"streamridge: error: statistics differ in features: {named}; only statistics of the same features, targets "
+        "and fold scheme can be merged; compute every shard with the same features file\n"
+    )
+
+
+def test_merge_of_a_file_that_is_not_statistics_says_what_it_is(tmp_path, store, capsys):
+    """A model file used to give "meta_json is not a file in the archive"; a directory an errno."""
+    s = str(tmp_path / "s.npz")
+    assert main(["stats", "--data", store, "--rows", "0:1200", "--out", s, "--quiet"]) == 0
+    model = str(tmp_path / "m.npz")
+    assert main(["fit", "--data", store, "--out", model, "--quiet"]) == 0
+    (tmp_path / "notes.txt").write_text("merge these\n")
+    np.savez(tmp_path / "plain.npz", a=np.zeros(3))
+    fix = "give a statistics file (written by streamridge stats, merge or fit --save-stats)"
+    for path, said in (
+        (model, f"'{model}' is a streamridge model file, not a statistics file; {fix}"),
+        (store, f"'{store}' is a directory, not a streamridge statistics file; {fix}"),
+        (
+            str(tmp_path / "notes.txt"),
+            f"'{tmp_path / 'notes.txt'}' is not a streamridge statistics file (not an .npz archive); {fix}",
+        ),
+        (
+            str(tmp_path / "plain.npz"),
+            f"'{tmp_path / 'plain.npz'}' is an .npz archive but not a streamridge statistics file (no meta_json header); {fix}",
+        ),
+    ):
+        capsys.readouterr()
+        assert main(["merge", s, path, "--out", str(tmp_path / "out.npz")]) == 2
+        assert capsys.readouterr().err == f"streamridge: error: {said}\n"
+    assert not (tmp_path / "out.npz").exists()

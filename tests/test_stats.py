@@ -110,6 +110,32 @@ def test_merge_refuses_other_problems(rng):
         merge(a, c)
 
 
+def test_merge_names_what_differs_by_path(rng):
+    """A scheme or feature map that differs is named by its parameter and both values, not cut short as a dict."""
+    from streamridge.features import Concat, Delays, EchoStateNetwork, Nystroem, to_json
+
+    a = from_chunk(rng.standard_normal((20, 2)), rng.standard_normal((20, 1)), np.zeros(20, int), None, 2, 1)
+    c = a.copy()
+    a.meta["scheme"] = FoldScheme("hash", 2, seed=0).to_dict()
+    c.meta["scheme"] = FoldScheme("hash", 2, seed=3).to_dict()
+    with pytest.raises(IncompatibleStatsError, match=r"^statistics differ in scheme: seed 0 vs 3; only statistics"):
+        merge(a, c)
+    from streamridge.json_diff import describe_difference
+
+    esn = [to_json(EchoStateNetwork(30, seed=s, washout=w).fit_width(2)) for s, w in ((1, 0), (1, 9), (2, 9))]
+    assert describe_difference(esn[0], esn[1]) == "washout 0 vs 9"
+    assert describe_difference(esn[0], esn[2]) == "washout 0 vs 9, seed 1 vs 2"  # not the arrays seed changed
+    both = [to_json(Concat([Delays(2), EchoStateNetwork(5, seed=s)]).fit_width(2)) for s in (1, 2)]
+    assert describe_difference(*both) == "maps[1].seed 1 vs 2"
+    fitted = [to_json(Nystroem(4, seed=0).fit(rng.standard_normal((50, 3)))) for _ in range(2)]
+    expected = "basis_ (a fitted array) differs, normalization_ (a fitted array) differs"
+    assert describe_difference(*fitted) == expected
+    many = describe_difference({"a": 1, "b": 2, "c": 3, "d": 4}, {"a": 0, "b": 0, "c": 0, "d": 0})
+    assert many == "a 1 vs 0, b 2 vs 0, c 3 vs 0 and 1 more"
+    assert describe_difference(["x0", "x1"], ["x0", "y1"]) == "[1] 'x1' vs 'y1'"
+    assert describe_difference({"seed": 1}, {}) == "seed 1 vs (absent)"
+
+
 def test_save_load_roundtrip_without_pickle(rng, tmp_path):
     s = from_chunk(rng.standard_normal((30, 3)), rng.standard_normal((30, 2)), rng.integers(0, 3, 30), None, 3, 1)
     s.meta["scheme"] = FoldScheme("hash", 3, seed=7).to_dict()

@@ -61,6 +61,35 @@ def check_shard_start(fmap: FeatureMap, groups: Any, start: int) -> None:
     )
 
 
+def series_spans(source: Any, row_offset: int = 0) -> list[list[Any]]:
+    """``[series id, first row, end row]`` of every series of a source's rows, in row order.
+
+    Rows are global (``row_offset`` is the source's first row); without groups the rows
+    are one series, id 0, as the maps read them.  Reads the group column once, in pieces.
+    Recorded in the statistics of a stateful map (:mod:`streamridge.series_spans`).
+
+    Raises
+    ------
+    InputError
+        A series comes back after another (the refusal of the pass itself).
+    """
+    from . import plan
+
+    n = int(source.n_rows())
+    if n == 0:
+        return []
+    if source.shape("groups") is None:
+        return [[0, row_offset, row_offset + n]]
+    starts = np.arange(0, n, plan.RUN_READ_ROWS, dtype=np.int64) + row_offset
+    if hasattr(source, "pass_readers"):
+        readers, lo = source.pass_readers()
+        heads, ids = plan.stored_series_runs(readers["groups"], lo, starts, n)
+    else:
+        heads, ids = plan.series_runs(np.asarray(source.groups), starts)
+    ends = [*heads[1:].tolist(), row_offset + n]
+    return [[v, int(a), int(b)] for v, a, b in zip(np.asarray(ids).tolist(), heads.tolist(), ends)]
+
+
 def mapped_input(fmap: FeatureMap, X: Any, groups: Any = None) -> Any:
     """Features of raw input rows: a NumPy array for in-memory X, a lazy dask array for dask X."""
     if hasattr(X, "dask"):
