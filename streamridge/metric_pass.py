@@ -161,7 +161,7 @@ def _finite_rows(*arrays: np.ndarray | None) -> np.ndarray | None:
     for a in arrays:
         if a is None or a.dtype.kind not in "fc":
             continue
-        ok = np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+        ok = np.isfinite(a).all(axis=tuple(range(1, a.ndim)))  # (also for no rows)
         keep = ok if keep is None else keep & ok
     return keep
 

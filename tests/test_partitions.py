@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import time
+import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,9 @@ def test_metric_pass_reads_every_stored_chunk_once(tmp_path: Path, layout: str) 
     budget = 4 * _tally_bytes(plan.empty()) + 4 * 8 * N * 1000 if layout == "beyond the budget" else None
     store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
     src = open_source(
-        zarr.open_group(store, mode="r"), groups="groups", sample_weight="sample_weight",
+        zarr.open_group(store, mode="r"),
+        groups="groups",
+        sample_weight="sample_weight",
         **({} if budget is None else {"memory_budget": budget}),
     )
     store.reads.clear()
@@ -206,7 +209,9 @@ def test_metric_pass_reads_every_stored_chunk_once(tmp_path: Path, layout: str) 
     ref = plan.empty()
     tally_rows(ref, data["X"], data["y"], data["groups"], data["sample_weight"], 0, spec, plan)
     for field in dataclasses.fields(ref):
-        np.testing.assert_allclose(getattr(tally, field.name), getattr(ref, field.name), rtol=1e-11, err_msg=field.name)
+        np.testing.assert_allclose(
+            getattr(tally, field.name), getattr(ref, field.name), rtol=1e-11, err_msg=field.name
+        )
 
 
 def test_cli_prints_warnings_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -253,30 +258,78 @@ class _Declared(ArrayReader):
         return RowGrid(self.shape[0], step=self.step)
 
 
-def test_plans_are_constant_memory() -> None:
-    """1e12 rows in 1-row chunks plan in microseconds, as a step not a list."""
+class _TooManyLines(AssertionError):
+    """Raised inside the code under test once it has run more Python lines than allowed."""
+
+
+def _lines_run(fn: Callable[[], Any], limit: int) -> tuple[Any, int]:
+    """``fn()`` and the number of Python lines it ran in this thread.
+
+    A count, not a time: the same on a busy machine.  Past ``limit`` lines the
+    code under test is stopped with :class:`_TooManyLines`, so work that grows
+    with the rows fails at once instead of hanging the suite.
+    """
+    count = 0
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "line":
+            count += 1
+            if count > limit:
+                raise _TooManyLines(f"more than {limit} lines run")
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        result = fn()
+    finally:
+        sys.settrace(previous)
+    return result, count
+
+
+def _declared_plan(n_rows: int) -> Plan:
     readers = {
-        "X": _Declared((10**12, 100), 1),
-        "y": _Declared((10**12,), 7),
+        "X": _Declared((n_rows, 100), 1),
+        "y": _Declared((n_rows,), 7),
         "groups": None,
         "sample_weight": None,
     }
-    t = time.perf_counter()
-    plan = plan_pass(readers, 0, 10**12, n_cells=5, stats_bytes=10**6, memory_budget=2**30)
-    assert time.perf_counter() - t < 0.1
+    return plan_pass(readers, 0, n_rows, n_cells=5, stats_bytes=10**6, memory_budget=2**30)
+
+
+def test_plans_are_constant_memory() -> None:
+    """1e12 rows in 1-row chunks plan as a step, not a list: the same lines run as for 1e9 rows."""
+    small, lines_small = _lines_run(lambda: _declared_plan(10**9), limit=5000)
+    plan, lines = _lines_run(lambda: _declared_plan(10**12), limit=5000)
+    assert lines == lines_small
+    assert len(small) == -(-(10**9) // small.step)
     assert isinstance(plan, Plan) and plan.bounds is None
     assert len(plan) == -(-(10**12) // plan.step)
     assert plan.rows(len(plan) - 1)[1] == 10**12
     assert plan.step % 7 == 0
 
 
-def test_huge_declared_shape_is_refused_at_once(tmp_path: Path) -> None:
-    """A 1e12 x 1e6 zarr array is refused when opened, naming the size."""
+def test_huge_declared_shape_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1e12 x 1e6 zarr array is refused when opened, naming the size: only its metadata is read,
+    each file once, no stored chunk, no listing."""
     zarr.create_array(tmp_path / "huge.zarr", shape=(10**12, 10**6), chunks=(1000, 1000), dtype="f4")
-    t = time.perf_counter()
+    calls: collections.Counter[str] = collections.Counter()
+    for method in ("get", "get_partial_values", "exists", "getsize", "list", "list_prefix", "list_dir"):
+        original = getattr(LocalStore, method)
+
+        def counted(
+            self: Any, *args: Any, _original: Any = original, _method: str = method, **kw: Any
+        ) -> Any:
+            calls[f"{_method} {args[0] if args else ''}"] += 1
+            return _original(self, *args, **kw)
+
+        monkeypatch.setattr(LocalStore, method, counted)
     with pytest.raises(InputError, match=r"statistics need at least 8 TB"):
-        open_source(str(tmp_path / "huge.zarr"), y=None, require_y=False)
-    assert time.perf_counter() - t < 5
+        _lines_run(lambda: open_source(str(tmp_path / "huge.zarr"), y=None, require_y=False), limit=100_000)
+    assert calls and set(calls.values()) == {1}, calls
+    assert {c.split(" ")[0] for c in calls} == {"get"}, calls
+    assert {c.split(" ")[1] for c in calls} <= {"zarr.json", ".zarray", ".zattrs", ".zgroup"}, calls
 
 
 def test_plan_rows_cover_every_row_once() -> None:
@@ -409,7 +462,9 @@ def test_few_partitions_are_balanced(rows: int, chunk: int, n_expected: int | No
 
 def test_partition_rows_asked_for_are_kept() -> None:
     readers = {"X": _Declared((10_000, 10), 100), "y": None, "groups": None, "sample_weight": None}
-    plan = plan_pass(readers, 0, 10_000, n_cells=1, stats_bytes=10**4, memory_budget=2**30, partition_rows=2_450)
+    plan = plan_pass(
+        readers, 0, 10_000, n_cells=1, stats_bytes=10**4, memory_budget=2**30, partition_rows=2_450
+    )
     assert plan.step == 2_400 and len(plan) == 5
 
 
@@ -423,7 +478,9 @@ def test_task_plan_reads_ahead_only_where_a_core_idles() -> None:
     assert not task_plan(dataclasses.replace(plan, prefetch=False), 0, 0, 1, 2).prefetch
     bound = dataclasses.replace(plan, read_bound=True)  # reads as slow as the statistics: ahead in every wave
     assert [i for i in range(5) if task_plan(bound, i, 0, 5, 2).prefetch] == [0, 1, 2, 3, 4]
-    assert not any(task_plan(bound, i, 0, 5, 1).prefetch for i in range(5))  # one worker (sync): no read thread
+    assert not any(
+        task_plan(bound, i, 0, 5, 1).prefetch for i in range(5)
+    )  # one worker (sync): no read thread
     assert not task_plan(dataclasses.replace(bound, prefetch=False), 0, 0, 5, 2).prefetch
 
 
@@ -454,7 +511,12 @@ def test_cell_threads_take_the_cores_a_wave_leaves_idle(
 @pytest.mark.parametrize(
     ("bounds", "workers", "local", "expected"),
     [
-        ([0, 78, 100], 2, True, [2, 1]),  # a 400 MB stored chunk and a 112 MB one: the large one takes both cores
+        (
+            [0, 78, 100],
+            2,
+            True,
+            [2, 1],
+        ),  # a 400 MB stored chunk and a 112 MB one: the large one takes both cores
         ([0, 22, 100], 2, True, [1, 2]),
         ([0, 50, 100], 2, True, [1, 1]),
         ([0, 60, 80, 100], 4, True, [2, 1, 1]),  # base 4 // 3 = 1 thread each; 60% of 4 cores: 2
@@ -491,7 +553,9 @@ def _cell_thread_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     return names
 
 
-def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rng = np.random.default_rng(9)
     M, N = 4000, 120
     X = rng.normal(size=(M, N)) + 1e6
@@ -506,18 +570,24 @@ def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(
         np.testing.assert_array_equal(getattr(shared, name), getattr(one, name))
 
 
-@pytest.mark.parametrize(("n_features", "n_cells", "shared"), [(50, 100, 0), (99, 100, 0), (100, 100, 100), (1000, 100, 100),
-                                                               (200, 3, 0), (200, 10, 10)])
+@pytest.mark.parametrize(
+    ("n_features", "n_cells", "shared"),
+    [(50, 100, 0), (99, 100, 0), (100, 100, 100), (1000, 100, 100), (200, 3, 0), (200, 10, 10)],
+)
 def test_cells_are_shared_from_100_features(n_features: int, n_cells: int, shared: int) -> None:
     """Below 100 features a cell's run in a sub-block is too little BLAS work for a thread of its own
     (scripts/bench_cells.py: 10 x 10 cells at N = 50, 0.98-1.39x one thread's time)."""
     X = _Declared((100_000, n_features), 1_000)
     readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
-    plan = plan_pass(readers, 0, 100_000, n_cells=n_cells, stats_bytes=8 * n_cells * n_features**2, memory_budget=2**34)
+    plan = plan_pass(
+        readers, 0, 100_000, n_cells=n_cells, stats_bytes=8 * n_cells * n_features**2, memory_budget=2**34
+    )
     assert plan.share_cells == shared
 
 
-def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """10 x 10 cells at N = 200 over 128 MB plan one partition: its cells are shared by two threads (it used one
     core: 0.20 s against 0.13 s measured), and the statistics equal one thread's bit for bit."""
     rng = np.random.default_rng(8)
@@ -581,7 +651,11 @@ def test_remote_1d_arrays_are_read_beside_x(monkeypatch: pytest.MonkeyPatch) -> 
     got = {}
     for remote in (False, True):
         plan_used = dataclasses.replace(plan, remote=remote)
-        got[remote] = [(b[0].copy(), b[1].copy()) for blocks in _sub_blocks(readers, 0, 3000, plan_used, 0) for b in blocks]
+        got[remote] = [
+            (b[0].copy(), b[1].copy())
+            for blocks in _sub_blocks(readers, 0, 3000, plan_used, 0)
+            for b in blocks
+        ]
     assert any(name.startswith("streamridge-read-1d") for name in where["y"])
     assert not any(name.startswith("streamridge-read-1d") for name in where["X"])
     for (xa, ya), (xb, yb) in zip(got[False], got[True]):
@@ -601,10 +675,20 @@ class _DeclaredPieces(_Declared):
 
 @pytest.mark.parametrize(
     ("n_features", "dtype", "expected"),
-    [(50, np.float32, True), (50, np.float64, True), (200, np.float32, True), (200, np.float64, True),
-     (256, np.float32, True), (257, np.float32, False), (512, np.float64, True), (1000, np.float64, False)],
+    [
+        (50, np.float32, True),
+        (50, np.float64, True),
+        (200, np.float32, True),
+        (200, np.float64, True),
+        (256, np.float32, True),
+        (257, np.float32, False),
+        (512, np.float64, True),
+        (1000, np.float64, False),
+    ],
 )
-def test_read_bound_passes_are_those_of_few_features_in_large_chunks(n_features: int, dtype: Any, expected: bool) -> None:
+def test_read_bound_passes_are_those_of_few_features_in_large_chunks(
+    n_features: int, dtype: Any, expected: bool
+) -> None:
     """N <= 64 x itemsize, few cells, stored chunks decoded in pieces: those passes read ahead in every wave.
 
     Reading is a large share of a row's work there (40-70 % at N = 50 and 200).  Whole stored chunks
@@ -618,10 +702,16 @@ def test_read_bound_passes_are_those_of_few_features_in_large_chunks(n_features:
         X.dtype = np.dtype(dtype)
         readers = {"X": X, "y": None, "groups": None, "sample_weight": None}
         plan = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * n_features**2, memory_budget=2**31)
-        assert plan.read_rows == step and plan.sub_rows < step  # one stored chunk per read block, several sub-blocks
+        assert (
+            plan.read_rows == step and plan.sub_rows < step
+        )  # one stored chunk per read block, several sub-blocks
         assert plan.read_bound is want, cls.__name__
-        many = plan_pass(readers, 0, rows, n_cells=100, stats_bytes=8 * 100 * n_features**2, memory_budget=2**34)
-        assert not many.read_bound  # 10 x 10 cells: the statistics of a row cost 3x more, reading no longer dominates
+        many = plan_pass(
+            readers, 0, rows, n_cells=100, stats_bytes=8 * 100 * n_features**2, memory_budget=2**34
+        )
+        assert (
+            not many.read_bound
+        )  # 10 x 10 cells: the statistics of a row cost 3x more, reading no longer dominates
 
 
 class _Counted(ArrayReader):
@@ -662,8 +752,20 @@ def test_read_ahead_reads_the_same_blocks_once(prefetch: bool) -> None:
     [
         (1, 0, 1000, 1000, [(0, 250), (250, 750), (750, 1000)]),  # one block: both edges cut
         (1, 0, 3000, 1000, [(0, 250), (250, 1000), (1000, 2000), (2000, 2750), (2750, 3000)]),
-        (100, 0, 3000, 1000, [(0, 200), (200, 1000), (1000, 2000), (2000, 2800), (2800, 3000)]),  # whole units
-        (70, 140, 1000, 200, [(140, 280), (280, 420), (420, 560), (560, 700), (700, 840), (840, 980), (980, 1000)]),
+        (
+            100,
+            0,
+            3000,
+            1000,
+            [(0, 200), (200, 1000), (1000, 2000), (2000, 2800), (2800, 3000)],
+        ),  # whole units
+        (
+            70,
+            140,
+            1000,
+            200,
+            [(140, 280), (280, 420), (420, 560), (560, 700), (700, 840), (840, 980), (980, 1000)],
+        ),
         (1000, 0, 3000, 1000, [(0, 1000), (1000, 2000), (2000, 3000)]),  # a stored chunk is not cut
         (1, 0, 1001, 1000, [(0, 250), (250, 1000), (1000, 1001)]),  # a short last block is left
     ],
@@ -694,7 +796,9 @@ def test_read_ahead_leaves_the_statistics_bit_identical(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("layout", ["same chunks", "1-D arrays in smaller chunks"])
-def test_read_ahead_reads_the_1d_arrays_with_x(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+def test_read_ahead_reads_the_1d_arrays_with_x(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
     """Where a task reads ahead, y, groups and weights are read on its read thread with X, never on the
     task's thread: the statistics do not wait on them (on zarr's event loop, behind the decodes of X,
     they waited 43-50 ms of a 0.2 s pass in bench_layouts' zarr2-blosc N = 50 cell)."""
@@ -751,11 +855,14 @@ def test_lone_partition_gets_two_lanes() -> None:
     assert len(plan) == 1 and plan.lanes == 2
     big = plan_pass(readers, 0, rows, n_cells=100, stats_bytes=8 * 100 * 200 * 200 * 10, memory_budget=2**34)
     assert big.lanes == 1
-    asked = plan_pass(readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31,
-                      partition_rows=rows)
+    asked = plan_pass(
+        readers, 0, rows, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31, partition_rows=rows
+    )
     assert asked.lanes == 1
     small = _Declared((5_000, 200), 5_000)
-    plan = plan_pass({**readers, "X": small}, 0, 5_000, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31)
+    plan = plan_pass(
+        {**readers, "X": small}, 0, 5_000, n_cells=5, stats_bytes=8 * 5 * 200 * 200, memory_budget=2**31
+    )
     assert plan.lanes == 1
 
 

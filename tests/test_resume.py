@@ -103,16 +103,20 @@ def test_checkpoint_of_other_data_or_options_is_refused(store: str, tmp_path: Pa
     other, *_ = make_store(
         tmp_path / "other.zarr", np.random.default_rng(6), CHUNK_ROWS * N_CHUNKS, 8, chunk_rows=500
     )
-    refused = {
-        "other store": (other, regression_spec(), CHUNK_ROWS),
-        "other seed": (store, regression_spec(seed=1), CHUNK_ROWS),
-        "other folds": (store, regression_spec(n_folds=4), CHUNK_ROWS),
-        "other chunks": (store, regression_spec(), 2 * CHUNK_ROWS),
+    saved = (directory / FILE).read_bytes()
+    refused = {  # what differs -> the fingerprint entries the message names
+        "other store": (other, regression_spec(), CHUNK_ROWS, "arrays, data, partitions"),
+        "other seed": (store, regression_spec(seed=1), CHUNK_ROWS, "options"),
+        "other folds": (store, regression_spec(n_folds=4), CHUNK_ROWS, "options"),
+        "other chunks": (store, regression_spec(), 2 * CHUNK_ROWS, "partitions"),
     }
-    for what, (path, spec, rows) in refused.items():
-        with pytest.raises(CheckpointError, match="other data or options"):
+    for what, (path, spec, rows, differs) in refused.items():
+        with pytest.raises(
+            CheckpointError, match=rf"other data or options \(differs in: {differs}\)"
+        ) as info:
             accumulate(open_source(path, chunk_rows=rows), spec, checkpoint=directory)
-        assert what
+        assert "\n" not in str(info.value), what
+        assert (directory / FILE).read_bytes() == saved, f"{what}: the refused pass changed the checkpoint"
 
 
 def test_same_path_new_content_is_refused(tmp_path: Path) -> None:

@@ -175,17 +175,30 @@ def test_merged_shards_equal_one_pass(rng: np.random.Generator, kind: str) -> No
 def test_incompatible_shards_refused(rng: np.random.Generator) -> None:
     X, y, _ = make_data(rng, 2000, 6)
     first = _shard(X, y, None, 0, 1000, regression_spec())
-    others = {
-        "features": _shard(X[:, :5], y, None, 1000, 2000, regression_spec()),
-        "folds": _shard(X, y, None, 1000, 2000, regression_spec(n_folds=4)),
-        "seed": _shard(X, y, None, 1000, 2000, regression_spec(seed=1)),
+    shapes = "statistics have different shapes \\(folds, classes, features, targets\\): "
+    others = {  # what differs -> the messages of merge(first, other) and merge(other, first)
+        "features": (
+            _shard(X[:, :5], y, None, 1000, 2000, regression_spec()),
+            shapes + r"\(5, 1, 6, 1\) vs \(5, 1, 5, 1\)",
+            shapes + r"\(5, 1, 5, 1\) vs \(5, 1, 6, 1\)",
+        ),
+        "folds": (
+            _shard(X, y, None, 1000, 2000, regression_spec(n_folds=4)),
+            shapes + r"\(5, 1, 6, 1\) vs \(4, 1, 6, 1\)",
+            shapes + r"\(4, 1, 6, 1\) vs \(5, 1, 6, 1\)",
+        ),
+        "seed": (
+            _shard(X, y, None, 1000, 2000, regression_spec(seed=1)),
+            r"statistics differ in scheme: \{[^}]*'seed': 0[^}]*\} vs \{[^}]*'seed': 1[^}]*\}",
+            r"statistics differ in scheme: \{[^}]*'seed': 1[^}]*\} vs \{[^}]*'seed': 0[^}]*\}",
+        ),
     }
-    for what, other in others.items():
-        with pytest.raises(IncompatibleStatsError):
+    for what, (other, forward, backward) in others.items():
+        with pytest.raises(IncompatibleStatsError, match=forward):
             merge(first, other)
-        with pytest.raises(IncompatibleStatsError):
+        with pytest.raises(IncompatibleStatsError, match=backward):
             merge(other, first)
-        assert what
+        assert other.n_rows == first.n_rows == 1000, what
 
 
 # ----------------------------------------------------------- corrupted chunks
@@ -198,7 +211,9 @@ def test_corrupted_chunk_names_the_chunk(
 ) -> None:
     store, *_ = make_store(tmp_path / "bad.zarr", rng, 4000, 6, chunk_rows=500)
     damage_chunk(store, how)
-    with pytest.raises(SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr") as info:
+    with pytest.raises(
+        SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr"
+    ) as info:
         accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
     assert "\n" not in str(info.value)
 
@@ -295,4 +310,6 @@ def test_bit_identical_across_schedulers_and_worker_counts(zarr_store) -> None: 
     for scheduler in ("threads", "processes", "local:1", "local:2"):
         got = accumulate(source, spec, scheduler=scheduler, window=5 if scheduler == "threads" else None)
         for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
-            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}")
+            np.testing.assert_array_equal(
+                getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}"
+            )

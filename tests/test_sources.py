@@ -6,8 +6,10 @@ backend must do; each subclass only says how to store arrays (``make``).
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
+import socket
 import time
 import uuid
 import warnings
@@ -22,6 +24,7 @@ import pytest
 from streamridge.errors import InputError, ParameterError, SourceError
 from streamridge.sources import Source, open_source, write_hdf5, write_zarr
 from streamridge.sources._common import ROLES, choose_row_chunks
+from streamridge.sources._url import HTTP_CONNECT_TIMEOUT, remote_options
 
 N_ROWS, N_FEATURES, NATIVE = 230, 6, 20
 FEATURES = [f"f{j}" for j in range(N_FEATURES)]
@@ -109,13 +112,17 @@ class SourceTests:
         assert all(c == step for c in source.row_chunks()[:-1])
 
     def test_auto_chunks_smaller_than_storage_chunk(self, tmp_path: Path, rng: np.random.Generator) -> None:
-        source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(3))  # a storage chunk: > half the budget
+        source = self.open(
+            tmp_path, _data(rng), memory_budget=_budget_for(3)
+        )  # a storage chunk: > half the budget
         bounds = set(np.cumsum((0, *source.row_chunks())).tolist())
         if self.native_rows > 1:  # no chunk straddles two storage chunks
             assert set(range(0, N_ROWS, self.native_rows)) <= bounds
         assert max(source.row_chunks()) <= 3
 
-    def test_storage_chunks_within_half_the_budget_stay_whole(self, tmp_path: Path, rng: np.random.Generator) -> None:
+    def test_storage_chunks_within_half_the_budget_stay_whole(
+        self, tmp_path: Path, rng: np.random.Generator
+    ) -> None:
         """A storage chunk larger than the target but within half the budget is one chunk (no part decodes it again)."""
         source = self.open(tmp_path, _data(rng), memory_budget=_budget_for(7))
         assert 2 * self.native_rows * N_FEATURES * 8 <= _budget_for(7)
@@ -158,9 +165,13 @@ class SourceTests:
 
     # --- the reader protocol: shape/dtype, stored grid, row-range reads, fingerprint ---------
 
-    def test_readers_say_whether_they_read_over_a_network(self, tmp_path: Path, rng: np.random.Generator) -> None:
+    def test_readers_say_whether_they_read_over_a_network(
+        self, tmp_path: Path, rng: np.random.Generator
+    ) -> None:
         readers, _ = self.open(tmp_path, _data(rng)).pass_readers()
-        assert {role: r.remote for role, r in readers.items() if r is not None} == dict.fromkeys(ROLES, self.remote)
+        assert {role: r.remote for role, r in readers.items() if r is not None} == dict.fromkeys(
+            ROLES, self.remote
+        )
 
     def test_readers_grid_matches_storage(self, tmp_path: Path, rng: np.random.Generator) -> None:
         source = self.open(tmp_path, _data(rng))
@@ -171,7 +182,9 @@ class SourceTests:
             grid = reader.grid()
             assert grid.n_rows == N_ROWS and grid.regular
             assert grid.step == self.native_rows, role
-            assert grid.floor(self.native_rows + 1) == (self.native_rows if self.native_rows > 1 else self.native_rows + 1)
+            assert grid.floor(self.native_rows + 1) == (
+                self.native_rows if self.native_rows > 1 else self.native_rows + 1
+            )
 
     def test_readers_read_row_ranges(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)
@@ -195,8 +208,14 @@ class SourceTests:
         original = type(X).read
         monkeypatch.setattr(type(X), "read", lambda self, a, b: rows.append((a, b)) or original(self, a, b))
         keys: list[Any] = [
-            slice(17, 63), (slice(0, 40), slice(0, N_FEATURES)), (slice(200, None), slice(None)), slice(50, 50),
-            (slice(3, 90), slice(1, 4)), slice(0, 100, 3), (slice(5, 9), 2), 7,
+            slice(17, 63),
+            (slice(0, 40), slice(0, N_FEATURES)),
+            (slice(200, None), slice(None)),
+            slice(50, 50),
+            (slice(3, 90), slice(1, 4)),
+            slice(0, 100, 3),
+            (slice(5, 9), 2),
+            7,
         ]
         for key in keys:
             got = np.asarray(X[key])
@@ -249,7 +268,6 @@ class SourceTests:
         assert again.sample_weight is not None and again.sample_weight.chunks[0] == (100, 100, 30)
         np.testing.assert_array_equal(again.X.compute(), d["X"])
 
-
     # --- views built only when asked for: shapes, chunks, row selections and distinct values without them ---
 
     def test_shapes_and_chunks_without_dask_views(self, tmp_path: Path, rng: np.random.Generator) -> None:
@@ -285,7 +303,9 @@ class SourceTests:
         assert again.sample_weight.chunks[0] == (100, 100, 30)  # type: ignore[union-attr]
         np.testing.assert_array_equal(again.X.compute(), d["X"])
 
-    def test_distinct_values_through_readers_and_views(self, tmp_path: Path, rng: np.random.Generator) -> None:
+    def test_distinct_values_through_readers_and_views(
+        self, tmp_path: Path, rng: np.random.Generator
+    ) -> None:
         import dataclasses
 
         d = _data(rng)
@@ -293,13 +313,17 @@ class SourceTests:
         source = self.open(tmp_path, d, chunk_rows=45)
         np.testing.assert_array_equal(source.distinct("groups"), np.unique(d["groups"]))
         assert _unbuilt(source) == set(ROLES)  # read through the reader
-        np.testing.assert_array_equal(source.select_rows(17, 163).distinct("groups"), np.unique(d["groups"][17:163]))
+        np.testing.assert_array_equal(
+            source.select_rows(17, 163).distinct("groups"), np.unique(d["groups"][17:163])
+        )
         assert source.groups is not None  # built: the reader is still read
         np.testing.assert_array_equal(source.distinct("groups"), np.unique(d["groups"]))
         part = source.select_rows(30, 200)
         assert part.groups is not None  # a built view of a row selection: the reader's rows 30..199
         np.testing.assert_array_equal(part.distinct("groups"), np.unique(d["groups"][30:200]))
-        np.testing.assert_array_equal(part.select_rows(5, 50).distinct("groups"), np.unique(d["groups"][35:80]))
+        np.testing.assert_array_equal(
+            part.select_rows(5, 50).distinct("groups"), np.unique(d["groups"][35:80])
+        )
         other = da.from_array(d["groups"] % 5, chunks=45)
         replaced = dataclasses.replace(source, groups=other)  # a replaced view is what counts
         np.testing.assert_array_equal(replaced.distinct("groups"), np.arange(5))
@@ -411,13 +435,23 @@ class TestHDF5Gzip(TestHDF5):
     def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
         path = tmp_path / f"gzip-{uuid.uuid4().hex[:6]}.h5"
         names = {"X": "/features/X", "y": "/targets/y"}
-        write_hdf5(path, X, y, groups, w, chunk_rows=NATIVE, feature_names=feature_names, names=names,
-                   compression="gzip")
+        write_hdf5(
+            path,
+            X,
+            y,
+            groups,
+            w,
+            chunk_rows=NATIVE,
+            feature_names=feature_names,
+            names=names,
+            compression="gzip",
+        )
         return str(path), {"x": "/features/X", "y": "targets/y", **_names(groups, w)}
 
 
 class TestNpyDirectory(SourceTests):
     writable_reads = False  # memory-mapped, read-only
+
     def make(self, tmp_path, X, y=None, groups=None, w=None, *, feature_names=None):  # type: ignore[no-untyped-def]
         directory = tmp_path / f"npy-{uuid.uuid4().hex[:6]}"
         directory.mkdir()
@@ -501,11 +535,26 @@ class TestHTTPHDF5Gzip(_Served, TestHDF5Gzip):
 # --- errors and helpers outside the conformance classes -------------------------------------
 
 
-def test_unreachable_url_fails_fast() -> None:
-    start = time.monotonic()
-    with pytest.raises(SourceError, match=r"http://127\.0\.0\.1:1/x\.zarr"):
+def test_unreachable_url_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused connection is not retried: at most one attempt per metadata file zarr looks for
+    (zarr.json, .zarray, .zattrs), a count rather than a time (scripts/bench_fail_fast.py times it)."""
+    attempts: collections.Counter[Any] = collections.Counter()
+    connect = socket.socket.connect
+
+    def counted(self: socket.socket, address: Any) -> Any:
+        attempts[address] += 1
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counted)
+    with pytest.raises(
+        SourceError,
+        match=r"^cannot reach http://127\.0\.0\.1:1/x\.zarr: .*; check the address and the network$",
+    ):
         open_source("http://127.0.0.1:1/x.zarr")
-    assert time.monotonic() - start < 15
+    assert list(attempts) == [("127.0.0.1", 1)]
+    assert 1 <= attempts[("127.0.0.1", 1)] <= 3, attempts
+    options = remote_options("http://127.0.0.1:1/x.zarr", None)  # a host that never answers: bounded
+    assert options["client_kwargs"]["timeout"].sock_connect == HTTP_CONNECT_TIMEOUT == 10.0
 
 
 def test_missing_url_path(http_root: tuple[Path, str]) -> None:
@@ -695,7 +744,9 @@ def test_zarr_group_object_works_like_its_path(tmp_path: Path, rng: np.random.Ge
     from streamridge import StreamRidgeCV
 
     d = _data(rng)
-    path = write_zarr(tmp_path / "s.zarr", d["X"], d["y"], d["groups"], chunk_rows=NATIVE, feature_names=FEATURES)
+    path = write_zarr(
+        tmp_path / "s.zarr", d["X"], d["y"], d["groups"], chunk_rows=NATIVE, feature_names=FEATURES
+    )
     by_path = StreamRidgeCV(cv=3).fit(path)
     by_group = StreamRidgeCV(cv=3).fit(zarr.open_group(path, mode="r"))
     np.testing.assert_array_equal(by_group.coef_, by_path.coef_)

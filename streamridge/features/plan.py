@@ -631,7 +631,7 @@ def _map_chunk(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None
 
 def _checked_input(fmap: FeatureMap, X: np.ndarray, start: int, g: np.ndarray | None, state: Any, skip: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Raw rows ready for the map (NaN rows zeroed when skipped), the rows with NaN, and the rows kept (washout)."""
-    bad = ~np.isfinite(X).reshape(X.shape[0], -1).all(axis=1) if X.dtype.kind in "fc" else np.zeros(X.shape[0], bool)
+    bad = ~np.isfinite(X).all(axis=tuple(range(1, X.ndim))) if X.dtype.kind in "fc" else np.zeros(X.shape[0], bool)
     if bad.any() and (fmap.stateful or not skip):
         rows = (np.flatnonzero(bad)[:5] + start).tolist()
         extra = " (a stateful feature map cannot skip rows)" if skip else "; or skip those rows (skip_nonfinite=True, --skip-nonfinite)"
