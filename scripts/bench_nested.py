@@ -32,7 +32,8 @@ from streamridge.forms import build_forms, build_full_form
 from streamridge.grid import default_alphas
 from streamridge.metric_pass import make_plan, metric_pass
 from streamridge.metrics import fold_scores
-from streamridge.nested import SelectionConfig, choose_model, nested_cv
+from streamridge.model_selection.choose import SelectionConfig, choose_model
+from streamridge.nested import nested_cv
 from streamridge.parallel import solve_stage_limits
 from streamridge.stats import FoldStats, from_chunk
 from streamridge.stream import PassSpec, accumulate

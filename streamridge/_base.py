@@ -1,9 +1,11 @@
 """The shared machinery of the estimators: input validation, the pass, model selection.
 
 :class:`_StreamRidgeBase` validates parameters and input, fixes folds and classes on
-the first call, runs the data pass (:mod:`streamridge.stream`) and dispatches
-the statistics to :mod:`streamridge.forms`, :mod:`streamridge.solvers` and
-:mod:`streamridge.selection`.  The public classes live in :mod:`streamridge.estimators`.
+the first call, runs the data pass (:mod:`streamridge.stream`), builds the forms
+(:mod:`streamridge.forms`), hands them to the one model selection
+(:func:`streamridge.model_selection.choose.choose_model`, which nested CV calls too)
+and sets the fitted attributes of its choice (:mod:`streamridge.model_selection.attributes`).
+The public classes live in :mod:`streamridge.estimators`.
 
 Nothing here imports scikit-learn at module level: the command line fits with the
 scikit-learn-free classes of :mod:`streamridge._core` (data from sources only), and
@@ -24,12 +26,15 @@ import numpy as np
 from . import __version__
 from .errors import FoldError, InputError, ParameterError
 from .folds import FoldScheme, make_scheme
-from .forms import build_forms, build_full_form
-from .grid import check_alphas, choose, default_alphas
+from .forms import FullForm, build_forms, build_full_form
+from .grid import check_alphas
 from .magnitudes import check_finite
 from .memory import check_stats_memory
 from .metrics import check_scoring
-from .nested import check_nested, chosen_cv_error, config_of, nested_cv, nested_summary
+from .model_selection import choose as model_choice
+from .model_selection.attributes import CHOICE_ATTRS, METRIC_ATTRS, choice_attributes
+from .model_selection.choose import Choice, SelectionConfig, config_of, path_table
+from .nested import check_nested, chosen_cv_error, nested_cv, nested_summary
 from .parallel import solve_stage_limits
 from .scheduling import scheduler_session
 from .series_spans import describe_rows, find_clash
@@ -92,6 +97,22 @@ def _affine(X: Any, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
         np.matmul(tile[: e - s], coef.T, out=out[s:e])
     out += intercept
     return out
+
+
+def _refit(full: FullForm, choice: Choice) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen model fitted on all rows: coef of shape (T, N), zero off the chosen set, and intercept (T,)."""
+    N, T = full.B.shape
+    coef = np.zeros((T, N))
+    if not choice.support.any():
+        return coef, full.y_offset.copy()
+    sub = np.flatnonzero(choice.support)
+    full_s = FullForm(
+        full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n
+    )
+    c, intercept = solve_full(full_s, choice.alphas[choice.index])
+    check_finite(c, "coefficients")
+    coef[:, sub] = c
+    return coef, intercept
 
 
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
@@ -192,6 +213,8 @@ class _StreamRidgeBase:
     skip_nonfinite: bool
     features: Any
     feature_prefixes: Any
+    scoring: str | None
+    rescore: int | None
 
     def _balanced(self) -> bool | np.ndarray:
         return False
@@ -682,161 +705,140 @@ class _StreamRidgeBase:
     def _select_and_fit(self, stats: FoldStats, report: PassReport) -> Any:
         t0 = time.perf_counter()
         if self._spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
-            for on, what, name in ((getattr(self, "nested", False), "nested=True", "nested"), (getattr(self, "scoring", None), "scoring=", "scoring")):
+            for on, what, name in (
+                (getattr(self, "nested", False), "nested=True", "nested"),
+                (getattr(self, "scoring", None), "scoring=", "scoring"),
+            ):
                 if on:
                     raise ParameterError(_NOT_WITH_SPLITS.format(what, name))
         if stats.n_rows > 0 and stats.weight.sum() <= 0:
             raise InputError("sample_weight is zero for every row; give some rows a positive weight")
         if self._classifier and int((stats.weight.sum(axis=0) > 0).sum()) < 2:
-            raise InputError("only one class has rows with positive sample weight; a classifier needs at least two classes")
+            raise InputError(
+                "only one class has rows with positive sample weight; a classifier needs at least two classes"
+            )
         fi, std, bal = bool(self.fit_intercept), bool(self.standardize), self._balanced()
         scheme = self._spec.scheme
         forms = build_forms(
-            stats, fit_intercept=fi, standardize=std, balanced=bal, train_only=scheme.train_only, forward=scheme.forward
+            stats,
+            fit_intercept=fi,
+            standardize=std,
+            balanced=bal,
+            train_only=scheme.train_only,
+            forward=scheme.forward,
         )
         if self.alpha_rule == "1se" and forms.n_folds < 2:
-            raise ParameterError("alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1")
+            raise ParameterError(
+                "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
+            )
         full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
-        alphas = default_alphas(full.A) if self.alphas is None else check_alphas(self.alphas)
-        per_target = bool(self.alpha_per_target)
-        support = np.ones(stats.n_features, dtype=bool)
-        if getattr(self, "feature_prefixes", None) is not None:
-            E, idx, support = self._select_prefix(forms, alphas, per_target)
-        elif self.selection is None:
-            E = fold_errors(forms, alphas, solver=self.solver)
-            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
-        else:
-            support = self._select(forms, full, alphas, per_target)
-            E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
-            idx = choose(E, alphas, per_target=per_target, one_se=self.alpha_rule == "1se")
-        for attr in ("cv_scores_", "cv_confusion_", "rescore_steps_", "rescore_scores_"):
-            self.__dict__.pop(attr, None)
+        config = config_of(self, self.alphas, bal)
+        choice = model_choice.choose_model(forms, full, config)
+        metric: dict[str, Any] = {}
         metric_s = 0.0
         if getattr(self, "scoring", None) is not None:
             t1 = time.perf_counter()
-            idx, support, E = self._choose_by_metric(stats, forms, alphas, support, per_target, E)
+            choice, metric = self._choose_by_metric(stats, forms, choice, config)
             metric_s = time.perf_counter() - t1
-        alpha = alphas[idx]
-        coef = np.zeros((stats.n_targets, stats.n_features))
-        if support.any():
-            sub = np.flatnonzero(support)
-            full_s = type(full)(full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n)
-            c, intercept = solve_full(full_s, alpha)
-            check_finite(c, "coefficients")
-            coef[:, sub] = c
-        else:
-            intercept = full.y_offset.copy()
-        self._set_fitted(stats, alphas, E, alpha, coef, intercept, support)
-        self._fit_nested(stats, forms, bal, chosen_cv_error(E, idx, per_target))
+        coef, intercept = _refit(full, choice)
+        self._set_fitted(
+            {**choice_attributes(choice, one_output=self._y_1d and not self._classifier), **metric},
+            coef,
+            intercept,
+        )
+        self._fit_nested(
+            stats, forms, config, chosen_cv_error(choice.errors, choice.index, config.per_target)
+        )
         self.timings_ = {
-            "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s,
-            "solve_s": time.perf_counter() - t0 - metric_s, "peak_rss_mb": report.extra.get("peak_rss_mb"),
+            "pass_s": report.seconds,
+            "rows": report.rows,
+            "rows_per_s": report.rows_per_s,
+            "solve_s": time.perf_counter() - t0 - metric_s,
+            "peak_rss_mb": report.extra.get("peak_rss_mb"),
         }
         if metric_s:
             self.timings_["metric_pass_s"] = metric_s
         return self
 
-    def _select_prefix(self, forms: Any, alphas: np.ndarray, per_target: bool) -> tuple[np.ndarray, Any, np.ndarray]:
-        """Prefix size and lambda by CV; sets ``prefix_sizes_``, ``prefix_errors_``, ``prefix_alphas_``, ``n_features_selected_``."""
-        from .prefixes import check_prefixes, prefix_errors
+    def _choose_by_metric(
+        self, stats: FoldStats, forms: Any, choice: Choice, config: SelectionConfig
+    ) -> tuple[Choice, dict[str, Any]]:
+        """Lambda (and with ``rescore`` the path step) of ``choice`` re-chosen by ``scoring`` from one metric pass.
 
-        sizes = check_prefixes(self.feature_prefixes, int(forms.At.shape[-1]))
-        res = prefix_errors(forms, alphas, sizes, solver=self.solver, per_target=per_target, one_se=self.alpha_rule == "1se")
-        self.prefix_sizes_ = res.sizes
-        self.prefix_errors_ = res.errors
-        self.prefix_alphas_ = np.asarray([alphas[i] for i in res.alpha_index])
-        self.n_features_selected_ = int(res.sizes[res.best])
-        support = np.zeros(int(forms.At.shape[-1]), dtype=bool)
-        support[: self.n_features_selected_] = True
-        return res.fold_errors[res.best], res.alpha_index[res.best], support
-
-    def _choose_by_metric(self, stats, forms, alphas, support, per_target, E):  # type: ignore[no-untyped-def]
-        """Lambda (and with ``rescore`` the path step) by ``scoring`` from one metric pass (:mod:`streamridge.scoring`)."""
+        Returns the new :class:`Choice` and the metric's fitted attributes
+        (``cv_scores_``; ``cv_confusion_`` of a classifier; ``rescore_steps_``,
+        ``rescore_scores_`` with ``rescore``); see :mod:`streamridge.scoring`.
+        """
         from .scoring import best_steps, path_supports, select_by_metric, selected_order
 
         src = self.__dict__.pop("_pass_source", None)
         if src is None:
             raise ParameterError(_SCORING_NEEDS_ROWS)
         check_scoring(self.scoring, classifier=self._classifier, n_classes=stats.n_classes)
-        supports, steps = [support], None
-        force = tuple(int(f) for f in (self.force_features or ()))
-        if self.rescore is not None:
-            path, N = self.selection_path_, stats.n_features
-            steps = best_steps(path, int(self.rescore), int(self.min_features or 0), int(self.max_features or N))
-            every = path_supports(path, "backward" if self.selection == "backward" else "forward", N, force)
+        supports, steps, path = [choice.support], None, None
+        if self.rescore is not None and choice.selection is not None:
+            path, N = path_table(choice.selection), stats.n_features
+            steps = best_steps(
+                path, int(self.rescore), int(config.min_features or 0), int(config.max_features or N)
+            )
+            every = path_supports(
+                path, "backward" if config.selection == "backward" else "forward", N, config.force
+            )
             supports = [every[i] for i in steps]
         res = select_by_metric(
-            src[0], self._spec, stats, forms, alphas, supports, self.scoring, per_target=per_target,
-            one_se=self.alpha_rule == "1se", row_offset=src[1], scheduler=self._scheduler(), progress=self.progress,
+            src[0],
+            self._spec,
+            stats,
+            forms,
+            choice.alphas,
+            supports,
+            str(self.scoring),
+            per_target=config.per_target,
+            one_se=config.one_se,
+            row_offset=src[1],
+            scheduler=self._scheduler(),
+            progress=self.progress,
         )
-        support = supports[res.candidate]
-        if steps is not None:
-            self.selection_best_step_ = int(steps[res.candidate])
-            self.selected_features_ = selected_order(self.selection_path_, str(self.selection), support, force)
-            self.rescore_steps_ = np.asarray(steps, dtype=np.int64)
-            self.rescore_scores_ = res.set_scores
-            E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=self.solver)
-        if res.confusion is not None:
-            self.cv_confusion_ = res.confusion
         sc = res.scores[res.candidate]  # (R, K, T)
-        self.cv_scores_ = sc if sc.shape[2] > 1 else sc[:, :, 0]
-        return res.index, support, E
+        attrs: dict[str, Any] = {"cv_scores_": sc if sc.shape[2] > 1 else sc[:, :, 0]}
+        if res.confusion is not None:
+            attrs["cv_confusion_"] = res.confusion
+        choice = dataclasses.replace(choice, index=np.asarray(res.index))
+        if steps is not None and path is not None and choice.selection is not None:
+            support = supports[res.candidate]
+            selected = selected_order(path, str(config.selection), support, config.force)
+            step = dataclasses.replace(
+                choice.selection, best_step=int(steps[res.candidate]), support=support, selected=selected
+            )
+            E = fold_errors(forms.subset(np.flatnonzero(support)), choice.alphas, solver=config.solver)
+            choice = dataclasses.replace(choice, support=support, errors=E, selection=step)
+            attrs["rescore_steps_"] = np.asarray(steps, dtype=np.int64)
+            attrs["rescore_scores_"] = res.set_scores
+        return choice, attrs
 
-    def _fit_nested(self, stats: FoldStats, forms: Any, balanced: bool | np.ndarray, cv_error: float) -> None:
-        """With ``nested=True``: nested CV from the same statistics (:mod:`streamridge.nested`)."""
+    def _fit_nested(self, stats: FoldStats, forms: Any, config: SelectionConfig, cv_error: float) -> None:
+        """With ``nested=True``: nested CV from the same statistics and the same config (:mod:`streamridge.nested`)."""
         for attr in ("nested_cv_errors_", "nested_summary_"):
             self.__dict__.pop(attr, None)
         if not getattr(self, "nested", False):
             return
-        res = nested_cv(stats, config_of(self, self.alphas, balanced), outer=forms)
+        res = nested_cv(stats, config, outer=forms)
         one = self._y_1d and not self._classifier
         self.nested_cv_errors_ = res.errors[:, 0] if one else res.errors
         self.nested_summary_ = nested_summary(res, cv_error)
 
-    def _select(self, forms: Any, full: Any, alphas: np.ndarray, per_target: bool) -> np.ndarray:
-        """Run the selection path; sets selection attributes and returns the support mask."""
-        from .selection import op_rr, select_features
-
-        opts: dict[str, Any] = {
-            "max_features": self.max_features,
-            "min_features": self.min_features,
-            "force": tuple(int(f) for f in (self.force_features or ())),
-            "one_se": self.alpha_rule == "1se",
-            "alpha_per_target": per_target,
-        }
-        if self.selection == "op-rr":
-            res = op_rr(forms, full, alphas, **opts)
-        else:
-            res = select_features(forms, alphas, direction=str(self.selection), patience=self.patience, **opts)
-        table = res.as_table()
-        alpha_col = np.array([s.alpha if np.ndim(s.alpha) == 0 else np.nan for s in res.steps])
-        path = np.zeros(len(table), dtype=[*table.dtype.descr[:2], ("alpha", "f8"), *table.dtype.descr[2:]])
-        for name in table.dtype.names or ():
-            path[name] = table[name]
-        path["alpha"] = alpha_col
-        self.selection_path_ = path
-        self.selection_best_step_ = int(res.best_step)
-        self.selected_features_ = np.asarray(res.selected, dtype=np.int64)
-        return np.asarray(res.support, dtype=bool)
-
-    def _set_fitted(self, stats, alphas, E, alpha, coef, intercept, support) -> None:  # type: ignore[no-untyped-def]
-        self.alphas_ = np.asarray(alphas)
-        self.fold_errors_ = E
-        cv_errors = E.sum(axis=1)  # (R, T)
-        self.n_folds_ = int(E.shape[1])  # validated folds (explicit splits may add a train-only fold)
-        self.support_ = support
-        one = self._y_1d and not self._classifier
-        self.cv_errors_ = cv_errors[:, 0] if one else cv_errors
-        # like coef_ and intercept_: a scalar for 1-D y, also with alpha_per_target=True
-        self.alpha_ = float(np.ravel(alpha)[0]) if np.ndim(alpha) == 0 or one else np.asarray(alpha)
-        if self._classifier:
-            self.coef_ = coef
-            self.intercept_ = intercept
-        else:
-            self.coef_ = coef[0] if one else coef
-            self.intercept_ = float(intercept[0]) if one else intercept
+    def _set_fitted(self, attrs: dict[str, Any], coef: np.ndarray, intercept: np.ndarray) -> None:
+        """Set the fitted attributes of the chosen model (``attrs``) and its coefficients; drop stale ones."""
+        for attr in (*CHOICE_ATTRS, *METRIC_ATTRS):
+            self.__dict__.pop(attr, None)
+        for name, value in attrs.items():
+            setattr(self, name, value)
+        one = self._y_1d and not self._classifier  # like y: 1-D coef_ and a float intercept_
+        b: float | np.ndarray = float(intercept[0]) if one else intercept
         if not self.fit_intercept:
-            self.intercept_ = 0.0 if one else np.zeros_like(intercept)
+            b = 0.0 if one else np.zeros_like(intercept)
+        self.coef_ = coef[0] if one else coef
+        self.intercept_ = b
 
     def _linear(self, X: Any, groups: Any = None) -> Any:
         self._check_fitted()

@@ -5,8 +5,11 @@ cross-validation is just the statistics of the other folds: the whole model
 selection (lambda grid, lambda search, the selection path with its stopping
 rule or the prefix size of ``feature_prefixes``, ``alpha_rule``,
 ``alpha_per_target``, class weights) runs on the K - 1
-inner folds, the chosen model is refitted on all of them, and it is scored on
-fold o from fold o's statistics:
+inner folds -- the very function a fit calls,
+:func:`streamridge.model_selection.choose.choose_model`, with the fit's
+:class:`~streamridge.model_selection.choose.SelectionConfig` -- the chosen
+model is refitted on all of them, and it is scored on fold o from fold o's
+statistics:
 
 .. code-block:: text
 
@@ -33,17 +36,20 @@ the nested estimate it lies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import FoldError, ParameterError
-from .forms import Forms, FullForm, build_forms, build_full_form
-from .grid import check_alphas, choose, default_alphas
+from .forms import Forms, build_forms, build_full_form
+from .model_selection import choose
+
+# re-exported: the model selection's names stay importable from here
+from .model_selection.choose import Choice as Choice
+from .model_selection.choose import SelectionConfig as SelectionConfig
+from .model_selection.choose import choose_model as choose_model
+from .model_selection.choose import config_of as config_of
 from .parallel import map_folds
-from .solvers import fold_errors
 from .solvers.linalg import psd_eigh, spectral_solve
 from .stats import FoldStats
 
@@ -51,63 +57,6 @@ _FIELDS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
 
 #: nested CV needs at least this many folds (two inner folds for every outer fold)
 MIN_FOLDS = 3
-
-
-@dataclass(frozen=True)
-class SelectionConfig:
-    """Everything the model selection of an estimator depends on (besides the statistics).
-
-    Attributes
-    ----------
-    fit_intercept, standardize : bool
-    balanced : bool or array of shape (n_classes,)
-        Class weights as :func:`streamridge.forms.class_factors` takes them.
-    alphas : array of shape (R,) or None
-        The lambda grid; None: :func:`streamridge.grid.default_alphas` of the
-        training form (recomputed for every inner selection, as a fit on the
-        rows of the other folds would).
-    solver : {"eigen", "covariance"}
-    one_se : bool
-        ``alpha_rule="1se"`` (also the one-standard-error choice of the set).
-    per_target : bool
-        ``alpha_per_target``.
-    selection : {None, "forward", "backward", "op-rr"}
-    max_features, min_features, patience : int or None
-    force : tuple of int
-    prefixes : tuple of int or None
-        ``feature_prefixes``: the number of leading features chosen with lambda
-        (:mod:`streamridge.prefixes`).
-    """
-
-    fit_intercept: bool = True
-    standardize: bool = False
-    balanced: bool | np.ndarray = False
-    alphas: np.ndarray | None = None
-    solver: str = "eigen"
-    one_se: bool = False
-    per_target: bool = False
-    selection: str | None = None
-    max_features: int | None = None
-    min_features: int | None = None
-    force: tuple[int, ...] = field(default_factory=tuple)
-    patience: int | None = None
-    prefixes: tuple[int, ...] | None = None
-
-
-@dataclass
-class Choice:
-    """A chosen model: feature set and lambda (index into the grid)."""
-
-    support: np.ndarray
-    alphas: np.ndarray
-    index: np.ndarray
-    errors: np.ndarray
-
-    @property
-    def alpha(self) -> float | np.ndarray:
-        """Chosen lambda: a float, or one per target."""
-        a = self.alphas[self.index]
-        return float(a) if np.ndim(a) == 0 else np.asarray(a)
 
 
 @dataclass
@@ -134,57 +83,6 @@ def drop_fold(stats: FoldStats, fold: int) -> FoldStats:
     """The statistics of every fold but ``fold`` (K - 1 folds, order kept)."""
     keep = np.arange(stats.n_folds) != fold
     return FoldStats.from_arrays([getattr(stats, a)[keep] for a in _FIELDS], stats.meta)
-
-
-def _path(forms: Forms, full: FullForm, alphas: np.ndarray, cfg: SelectionConfig) -> np.ndarray:
-    from .selection import op_rr, select_features
-
-    opts: dict[str, Any] = {
-        "max_features": cfg.max_features,
-        "min_features": cfg.min_features,
-        "force": cfg.force,
-        "one_se": cfg.one_se,
-        "alpha_per_target": cfg.per_target,
-    }
-    if cfg.selection == "op-rr":
-        res = op_rr(forms, full, alphas, **opts)
-    else:
-        res = select_features(forms, alphas, direction=str(cfg.selection), patience=cfg.patience, **opts)
-    return np.asarray(res.support, dtype=bool)
-
-
-def choose_model(forms: Forms, full: FullForm, cfg: SelectionConfig) -> Choice:
-    """The model selection of the estimators on one set of folds.
-
-    Parameters
-    ----------
-    forms : Forms
-        Per-fold forms of the folds to select on.
-    full : FullForm
-        Training form of all their rows (the grid and OP-RR's ranking).
-    cfg : SelectionConfig
-
-    Returns
-    -------
-    Choice
-        With ``errors`` of shape (R, K, T): the fold errors of the chosen set.
-    """
-    alphas = default_alphas(full.A) if cfg.alphas is None else check_alphas(cfg.alphas)
-    support = np.ones(full.A.shape[0], dtype=bool)
-    if cfg.prefixes is not None:
-        from .prefixes import check_prefixes, prefix_errors
-
-        sizes = check_prefixes(list(cfg.prefixes), full.A.shape[0])
-        res = prefix_errors(
-            forms, alphas, sizes, solver=cfg.solver, per_target=cfg.per_target, one_se=cfg.one_se
-        )
-        support[int(res.sizes[res.best]) :] = False
-        return Choice(support, alphas, np.asarray(res.alpha_index[res.best]), res.fold_errors[res.best])
-    if cfg.selection is not None:
-        support = _path(forms, full, alphas, cfg)
-    E = fold_errors(forms.subset(np.flatnonzero(support)), alphas, solver=cfg.solver)
-    idx = choose(E, alphas, per_target=cfg.per_target, one_se=cfg.one_se)
-    return Choice(support, alphas, np.asarray(idx), E)
 
 
 def score_fold(forms: Forms, k: int, support: np.ndarray, alpha: float | np.ndarray) -> np.ndarray:
@@ -275,7 +173,7 @@ def nested_cv(stats: FoldStats, cfg: SelectionConfig, *, outer: Forms | None = N
             full = build_full_form(inner, fit_intercept=fi, standardize=std, balanced=bal)
         except FoldError as exc:
             raise FoldError(f"nested CV, outer fold {o}: {exc}") from None
-        c = choose_model(forms, full, cfg)
+        c = choose.choose_model(forms, full, cfg)  # the very model selection of a fit
         return score_fold(forms_o, o, c.support, c.alpha), c.alpha, c.support
 
     done = map_folds(one, stats.n_folds)  # outer folds on the cores; inner work runs serially in each
@@ -325,25 +223,3 @@ def nested_summary(result: NestedResult, cv_error: float) -> dict[str, object]:
         "alphas": [a.tolist() if isinstance(a, np.ndarray) else float(a) for a in result.alphas],
         "n_features": [int(s.sum()) for s in result.supports],
     }
-
-
-def config_of(
-    estimator: object, alphas: Sequence[float] | np.ndarray | None, balanced: bool | np.ndarray
-) -> SelectionConfig:
-    """The :class:`SelectionConfig` of a streamridge estimator's parameters."""
-    g = estimator.__dict__
-    return SelectionConfig(
-        fit_intercept=bool(g["fit_intercept"]),
-        standardize=bool(g["standardize"]),
-        balanced=balanced,
-        alphas=None if alphas is None else np.asarray(alphas, dtype=np.float64),
-        solver=str(g["solver"]),
-        one_se=g["alpha_rule"] == "1se",
-        per_target=bool(g["alpha_per_target"]),
-        selection=g["selection"],
-        max_features=g["max_features"],
-        min_features=g["min_features"],
-        force=tuple(int(f) for f in (g["force_features"] or ())),
-        patience=g["patience"],
-        prefixes=None if g.get("feature_prefixes") is None else tuple(int(n) for n in g["feature_prefixes"]),
-    )

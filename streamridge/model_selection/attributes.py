@@ -1,0 +1,74 @@
+"""An estimator's fitted attributes of a :class:`~streamridge.model_selection.choose.Choice`.
+
+A pure function of the choice: the estimator sets what :func:`choice_attributes`
+returns and removes the others of :data:`CHOICE_ATTRS` and :data:`METRIC_ATTRS`
+(left by an earlier fit with other parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .choose import Choice, path_table
+
+#: the selection path's attributes (with ``selection``)
+SELECTION_ATTRS = ("selection_path_", "selection_best_step_", "selected_features_")
+#: the prefix curve's attributes (with ``feature_prefixes``)
+PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features_selected_")
+#: the attributes of ``scoring=``, set from the metric pass of a fit (:mod:`streamridge.scoring`)
+METRIC_ATTRS = ("cv_scores_", "cv_confusion_", "rescore_steps_", "rescore_scores_")
+#: every attribute :func:`choice_attributes` may return
+CHOICE_ATTRS = (
+    "alphas_",
+    "fold_errors_",
+    "cv_errors_",
+    "n_folds_",
+    "support_",
+    "alpha_",
+    *SELECTION_ATTRS,
+    *PREFIX_ATTRS,
+)
+
+
+def choice_attributes(choice: Choice, *, one_output: bool) -> dict[str, Any]:
+    """The fitted attributes of a chosen model, by name.
+
+    Parameters
+    ----------
+    choice : Choice
+    one_output : bool
+        A regressor fitted on 1-D y: ``cv_errors_`` of shape (R,) and a float ``alpha_``.
+
+    Returns
+    -------
+    dict
+        ``alphas_``, ``fold_errors_``, ``cv_errors_``, ``n_folds_`` (validated
+        folds), ``support_``, ``alpha_`` (a float for one lambda, also for 1-D y
+        with ``alpha_per_target``); with a selection path ``selection_path_``,
+        ``selection_best_step_``, ``selected_features_``; with prefixes
+        ``prefix_sizes_``, ``prefix_errors_``, ``prefix_alphas_``, ``n_features_selected_``.
+    """
+    E = choice.errors
+    cv_errors = E.sum(axis=1)  # (R, T)
+    alpha = choice.alphas[choice.index]
+    out: dict[str, Any] = {
+        "alphas_": np.asarray(choice.alphas),
+        "fold_errors_": E,
+        "cv_errors_": cv_errors[:, 0] if one_output else cv_errors,
+        "n_folds_": int(E.shape[1]),
+        "support_": choice.support,
+        "alpha_": float(np.ravel(alpha)[0]) if np.ndim(alpha) == 0 or one_output else np.asarray(alpha),
+    }
+    if choice.selection is not None:
+        out["selection_path_"] = path_table(choice.selection)
+        out["selection_best_step_"] = int(choice.selection.best_step)
+        out["selected_features_"] = np.asarray(choice.selection.selected, dtype=np.int64)
+    if choice.prefixes is not None:
+        res = choice.prefixes
+        out["prefix_sizes_"] = res.sizes
+        out["prefix_errors_"] = res.errors
+        out["prefix_alphas_"] = np.asarray([choice.alphas[i] for i in res.alpha_index])
+        out["n_features_selected_"] = int(res.sizes[res.best])
+    return out
