@@ -79,8 +79,9 @@ def accumulate_lanes(
         lane, lane_spec = calls[i][1]
         if ckpt is None or fp is None or not isinstance(lane, plan.LaneGroup):
             return lane, lane_spec
-        saver = ckpt.lane_saver(i, fp)
-        return plan.LaneGroup(lane.lanes, lane.group_values, progress=inside.pop(i, None), saver=saver), lane_spec
+        saver, saved = ckpt.lane_saver(i, fp), inside.pop(i, None)
+        group = plan.LaneGroup(lane.lanes, lane.group_values, progress=saved, saver=saver)
+        return group, lane_spec
 
     def on_done(i: int, snapshot: Any) -> None:
         bar(rows[i])

@@ -216,7 +216,9 @@ def write_series(directory: Path, series_rows: int, seed: int = 3) -> Path:
     return directory
 
 
-def lane_pass(directory: str, chunk_rows: int, units: int, fmap: Any = None, seed: int = 0) -> tuple[Any, PassSpec]:
+def lane_pass(
+    directory: str, chunk_rows: int, units: int, fmap: Any = None, seed: int = 0
+) -> tuple[Any, PassSpec]:
     """The source (chunks of ``chunk_rows``) and the pass options (5 hashed folds, a fitted stateful map)."""
     from streamridge.features import EchoStateNetwork
 
@@ -229,7 +231,11 @@ def lane_pass(directory: str, chunk_rows: int, units: int, fmap: Any = None, see
 def _maps() -> list[Any]:
     from streamridge.features import Concat, Delays, EchoStateNetwork
 
-    return [EchoStateNetwork(40, seed=1, washout=30, leak_rate=0.6), Delays(3), Concat([EchoStateNetwork(20, seed=2), Delays(2)])]
+    return [
+        EchoStateNetwork(40, seed=1, washout=30, leak_rate=0.6),
+        Delays(3),
+        Concat([EchoStateNetwork(20, seed=2), Delays(2)]),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -256,13 +262,18 @@ def _x_reads(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> 
     return reads
 
 
-def _after(position: tuple[int, int], chunk_rows: int, series_rows: int = SERIES_ROWS) -> list[tuple[int, int]]:
+def _after(
+    position: tuple[int, int], chunk_rows: int, series_rows: int = SERIES_ROWS
+) -> list[tuple[int, int]]:
     """The X reads of the lanes from ``position`` (round, row) on: each round's chunk of every series in turn."""
     r, row = position
     out = []
     for k in range(r, series_rows // chunk_rows):
         skip = row if k == r else 0
-        out += [(s * series_rows + k * chunk_rows + skip, s * series_rows + (k + 1) * chunk_rows) for s in range(SERIES)]
+        out += [
+            (s * series_rows + k * chunk_rows + skip, s * series_rows + (k + 1) * chunk_rows)
+            for s in range(SERIES)
+        ]
     return out
 
 
@@ -308,7 +319,9 @@ def _leaves(state: Any) -> list[Any]:
     return [np.asarray(state) if state is not None else "none"]
 
 
-def test_resume_inside_a_round_of_slices(series: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_inside_a_round_of_slices(
+    series: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A round's rows are mapped in slices (here 100 rows): the map fails in slice 3 of round 1 (its 6th call),
     the task saved after slice 2 (row 200 of round 1), and the resumed pass reads each series from that row."""
     import streamridge.features.plan as plan
@@ -355,14 +368,18 @@ def _kill_when_saved(cmd: list[str], directory: Path) -> None:
                 proc.wait(timeout=10)
                 return
             time.sleep(0.01)
-        raise AssertionError(f"the pass ended before it could be killed: {proc.communicate()[1].decode()[-2000:]}")
+        raise AssertionError(
+            f"the pass ended before it could be killed: {proc.communicate()[1].decode()[-2000:]}"
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
-def test_killed_pass_on_worker_processes_resumes_inside_its_lanes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_pass_on_worker_processes_resumes_inside_its_lanes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lane group runs in a worker process, which saves its progress; the pass (and its workers) killed
     with SIGKILL resumes from the saved position: it reads only the rows after it, to the same statistics,
     resumed in this process or on worker processes again."""
@@ -391,14 +408,16 @@ def test_lane_progress_of_other_options_or_a_newer_format_is_refused(
     with pytest.raises(Exception, match="disk went away"):
         accumulate(src, spec, scheduler="sync", checkpoint=ck, checkpoint_every_s=0)
     _, other = lane_pass(series, LANE_CHUNK, 20, seed=1)
-    with pytest.raises(CheckpointError, match=r"lane-0.npz was made from other data or options \(differs in: options\)"):
+    with pytest.raises(
+        CheckpointError, match=r"lane-0\.npz was made from other data or options \(differs in: options\)"
+    ):
         accumulate(src, other, scheduler="sync", checkpoint=ck)
     with np.load(ck / "lane-0.npz") as z:
         arrays = {k: np.array(z[k]) for k in z.files}
     meta = json.loads(arrays["meta_json"].tobytes().decode())
     arrays["meta_json"] = np.frombuffer(json.dumps({**meta, "format_version": 2}).encode(), dtype=np.uint8)
     np.savez(ck / "lane-0.npz", **arrays)
-    with pytest.raises(CheckpointError, match="lane-0.npz is of format 2, written by a newer streamridge"):
+    with pytest.raises(CheckpointError, match=r"lane-0\.npz is of format 2, written by a newer streamridge"):
         accumulate(src, spec, scheduler="sync", checkpoint=ck)
 
 
@@ -411,7 +430,9 @@ def test_checkpoint_of_a_newer_format_is_refused(store: str, tmp_path: Path) -> 
     meta["checkpoint"]["version"] = 3
     arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(ck / FILE, **arrays)
-    with pytest.raises(CheckpointError, match="checkpoint.npz is of format 3, written by a newer streamridge"):
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint\.npz is of format 3, written by a newer streamridge"
+    ):
         accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck)
 
 
@@ -420,6 +441,8 @@ def test_lane_progress_needs_the_directory_where_the_task_runs(tmp_path: Path) -
     from streamridge.checkpoint import LaneSaver
 
     saver = LaneSaver(str(tmp_path / "elsewhere"), 0, 0.0, {})
-    with pytest.raises(CheckpointError, match="elsewhere does not exist where the pass runs; put it on storage"):
+    with pytest.raises(
+        CheckpointError, match="elsewhere does not exist where the pass runs; put it on storage"
+    ):
         saver.save(None)
     assert not (tmp_path / "elsewhere").exists()

@@ -4,6 +4,7 @@ Stateful maps (:class:`~streamridge.features.EchoStateNetwork`,
 :class:`~streamridge.features.Delays`) read rows as time steps; ``groups`` names
 the series of every row.  Each series must be one contiguous run of rows in time
 order; a series id that comes back after another series is an error naming the row.
+A map's state saved in a checkpoint goes through :func:`encode_state` and :func:`decode_state`.
 """
 
 from __future__ import annotations

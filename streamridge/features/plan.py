@@ -22,7 +22,9 @@ stored data it reads each chunk's rows through the source's readers (:class:`Chu
 over a dask array it computes the chunk's blocks of every role together.  With one
 fold per series (``cv="groups"``) a group of lanes returns the folds of its own series
 only (:func:`lane_scheme`); the pass spreads the merged result over all folds at the
-end (:func:`all_folds`).
+end (:func:`all_folds`).  With a checkpoint, a group's task saves its
+:class:`GroupProgress` (position, map states, statistics accumulator) as it goes, and
+a resumed task continues from it, reading only the rows after it.
 This module is the only place the pass knows about feature maps
 (:func:`streamridge.stream.accumulate` uses :class:`MappedKernel`;
 :mod:`streamridge.stream_lanes` calls :func:`lane_calls` and :func:`lane_task`).
@@ -273,8 +275,12 @@ class LaneGroup:
     """
 
     def __init__(
-        self, lanes: list[Lane], group_values: tuple[Any, ...] | None = None, *,
-        progress: GroupProgress | None = None, saver: Any = None,
+        self,
+        lanes: list[Lane],
+        group_values: tuple[Any, ...] | None = None,
+        *,
+        progress: GroupProgress | None = None,
+        saver: Any = None,
     ) -> None:
         self.lanes, self.group_values = lanes, group_values
         self.first, self.stop = lanes[0].first, lanes[-1].stop
@@ -622,11 +628,15 @@ def _restore(acc: Any, progress: GroupProgress) -> None:
     try:
         acc.restore(progress.stats)
     except (KeyError, ValueError) as exc:
-        raise CheckpointError(f"the checkpoint's lane progress does not fit the pass ({exc}); delete it and rerun the pass") from None
+        raise CheckpointError(
+            f"the checkpoint's lane progress does not fit the pass ({exc}); delete it and rerun the pass"
+        ) from None
 
 
 def group_pieces(
-    group: LaneGroup, spec: Any, progress: GroupProgress | None = None,
+    group: LaneGroup,
+    spec: Any,
+    progress: GroupProgress | None = None,
     on_slice: Callable[[tuple[int, int], list[Any], int], None] | None = None,
 ) -> Generator[Piece, None, tuple[list[Any], int]]:
     """The mapped rows of a group of lanes: round r maps chunk r of every lane together (``apply_chunks``).
@@ -678,13 +688,23 @@ def group_pieces(
                 chunks.append((j, X, y, g, w, start, bad, keep))
         if not chunks:
             continue
-        done = None if on_slice is None else functools.partial(_slice_done, on_slice, (r, n_rounds), skip, states, rows_seen)
+        done = (
+            None
+            if on_slice is None
+            else functools.partial(_slice_done, on_slice, (r, n_rounds), skip, states, rows_seen)
+        )
         buf = yield from _round_pieces(fmap, chunks, states, buf, len(active), done)
     return states, rows_seen
 
 
 def _slice_done(
-    on_slice: Callable[..., None], rounds: tuple[int, int], skip: int, states: list[Any], rows_seen: int, end: int, last: bool
+    on_slice: Callable[..., None],
+    rounds: tuple[int, int],
+    skip: int,
+    states: list[Any],
+    rows_seen: int,
+    end: int,
+    last: bool,
 ) -> None:
     """``on_slice`` at the end of a slice of round ``rounds[0]`` of ``rounds[1]`` (rows ``skip + end`` of the
     round done; ``last``: all of them); not at the end of the last round (the task returns its result then)."""
@@ -705,7 +725,11 @@ def _tail(chunk: Any, skip: int) -> Any:
 
 
 def _round_pieces(
-    fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any], buf: np.ndarray, n_lanes: int,
+    fmap: FeatureMap,
+    chunks: list[tuple[Any, ...]],
+    states: list[Any],
+    buf: np.ndarray,
+    n_lanes: int,
     done: Callable[[int, bool], None] | None = None,
 ) -> Generator[Piece, None, np.ndarray]:
     """One round's chunks mapped slice by slice into ``buf`` (grown if needed, returned), piece by piece.
