@@ -40,6 +40,7 @@ MAX_PENDING = 256  # tiles of a cell whose means wait for one rank-k fold (also:
 
 
 _Run = tuple[int, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"]  # a cell's rows of a sub-block
+_STATE = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")  # the running moments (see snapshot)
 
 
 class CellAccumulator:
@@ -226,6 +227,50 @@ class CellAccumulator:
         self.mean_x[c] = mean_x
         self.mean_y[c] = mean_y
         self.weight[c] = n
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """The running state as arrays, for :meth:`restore` (a checkpoint inside a task).
+
+        The cells' moments and the tiles whose means wait for a fold
+        (``pending_*``): an accumulator restored from them and given the same
+        rows ends with the same statistics, bit for bit.  The arrays may be
+        views of the accumulator: write them out before the next :meth:`add`.
+        """
+        cells = list(self._pending)
+        pend = [self._pending[c] for c in cells]
+        N, T = self.mean_x.shape[1], self.mean_y.shape[1]
+        return {
+            **{name: getattr(self, name) for name in _STATE},
+            "pending_cells": np.asarray(cells, dtype=np.int64),
+            "pending_tiles": np.asarray([len(p[0]) for p in pend], dtype=np.int64),
+            "pending_weight": np.asarray([w for p in pend for w in p[0]], dtype=np.float64),
+            "pending_mean_x": np.asarray([m for p in pend for m in p[1]], dtype=np.float64).reshape(-1, N),
+            "pending_mean_y": np.asarray([m for p in pend for m in p[2]], dtype=np.float64).reshape(-1, T),
+        }
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """Continue from a :meth:`snapshot` of an accumulator of the same cells and widths.
+
+        Raises
+        ------
+        ValueError
+            If an array is missing or of another shape.
+        """
+        for name in _STATE:
+            mine, saved = getattr(self, name), np.asarray(arrays[name])
+            if saved.shape != mine.shape:
+                raise ValueError(f"{name} has shape {saved.shape}, expected {mine.shape}")
+            np.copyto(mine, saved)
+        tiles = np.asarray(arrays["pending_tiles"], dtype=np.int64)
+        ends = np.cumsum(tiles)
+        w = np.asarray(arrays["pending_weight"], dtype=np.float64)
+        mx, my = np.asarray(arrays["pending_mean_x"]), np.asarray(arrays["pending_mean_y"])
+        if not (len(w) == mx.shape[0] == my.shape[0] == (int(ends[-1]) if len(ends) else 0)):
+            raise ValueError("the pending tiles' weights and means differ in number")
+        self._pending = {}
+        for c, b, k in zip(np.asarray(arrays["pending_cells"]).tolist(), ends.tolist(), tiles.tolist()):
+            a = b - k
+            self._pending[int(c)] = (w[a:b].tolist(), list(mx[a:b]), list(my[a:b]))
 
     def result(self, n_folds: int, n_classes: int) -> FoldStats:
         """The statistics as a :class:`FoldStats` of shape (n_folds, n_classes, ...); ends accumulation."""

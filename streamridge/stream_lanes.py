@@ -8,7 +8,9 @@ results are (:func:`streamridge.executors.reduce_partitions`): a binary-counter
 tree whose shape depends only on the number of lanes, merged on the workers of
 a dask cluster (the driver fetches one result per pass), and checkpointed as
 the tree's partials at lane ends, so a resumed pass is bit-identical to an
-uninterrupted one.
+uninterrupted one.  A lane group's task also saves its own progress inside its
+lanes at the checkpoint interval (:class:`streamridge.checkpoint.LaneSaver`):
+a pass of a few long series, one task, resumes where it stopped, bit for bit.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def accumulate_lanes(
     n = len(lanes)
     done, ckpt, fp = 0, None, None
     stack: list[tuple[int, Any]] = []
+    inside: dict[int, Any] = {}  # lane groups' progress saved inside their lanes
     if checkpoint is not None:
         ckpt = Checkpointer(checkpoint, checkpoint_every_s)
         readers, _ = _readers_of(source)
@@ -69,12 +72,22 @@ def accumulate_lanes(
         resumed = ckpt.resume(fp)
         if resumed is not None:
             stack, done = resumed
+        inside = ckpt.lane_progress(fp, done)
     bar = _progress_bar(progress, int(X.shape[0]), initial=int(sum(rows[:done])))
+
+    def args(i: int) -> tuple[Any, Any]:
+        lane, lane_spec = calls[i][1]
+        if ckpt is None or fp is None or not isinstance(lane, plan.LaneGroup):
+            return lane, lane_spec
+        saver, saved = ckpt.lane_saver(i, fp), inside.pop(i, None)
+        group = plan.LaneGroup(lane.lanes, lane.group_values, progress=saved, saver=saver)
+        return group, lane_spec
 
     def on_done(i: int, snapshot: Any) -> None:
         bar(rows[i])
         if ckpt is not None and fp is not None and snapshot is not None and i + 1 < n and ckpt.due():
             ckpt.save(snapshot(), i + 1, fp)
+            ckpt.drop_lanes(i + 1)
 
     def name_error(i: int, exc: Exception) -> Exception:
         return _chunk_error(exc, source, int(starts[lanes[i].first]), rows[i], lanes[i].first)
@@ -83,11 +96,12 @@ def accumulate_lanes(
     try:
         with open_scheduler(scheduler) as sched:
             total = reduce_partitions(
-                plan.lane_task, lambda i: calls[i][1], n, plan.merge_lanes, sched, first=done, stack=stack,
+                plan.lane_task, args, n, plan.merge_lanes, sched, first=done, stack=stack,
                 window=window, on_done=on_done, name_error=name_error,
             )
             if ckpt is not None and fp is not None and done < n:
                 ckpt.save(_final_stack(total), n, fp)
+                ckpt.drop_lanes(n)
     finally:
         bar(None)
     total = plan.all_folds(total, spec)  # lane groups' results hold their own series' folds

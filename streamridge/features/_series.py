@@ -4,6 +4,7 @@ Stateful maps (:class:`~streamridge.features.EchoStateNetwork`,
 :class:`~streamridge.features.Delays`) read rows as time steps; ``groups`` names
 the series of every row.  Each series must be one contiguous run of rows in time
 order; a series id that comes back after another series is an error naming the row.
+A map's state saved in a checkpoint goes through :func:`encode_state` and :func:`decode_state`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import CheckpointError, InputError
 
 
 def run_heads(groups: np.ndarray | None, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -114,3 +115,64 @@ class _Nothing:
 _NOTHING: Any = _Nothing()
 NO_SERIES: Any = _NOTHING
 """State marker: no series seen yet (the next row starts a series)."""
+
+
+def encode_state(state: Any, prefix: str = "state") -> tuple[Any, dict[str, np.ndarray]]:
+    """A stateful map's state as JSON and arrays (a checkpoint), for :func:`decode_state`.
+
+    States are built of None, :data:`NO_SERIES`, tuples, lists, Python numbers
+    and strings, NumPy scalars and arrays (series ids, time steps, state vectors,
+    histories); every value comes back with its type and bits.
+
+    Parameters
+    ----------
+    state : the state
+    prefix : str
+        Names of the arrays: ``prefix0``, ``prefix1``, ...
+
+    Returns
+    -------
+    description : JSON-serializable object
+    arrays : dict of str to array
+
+    Raises
+    ------
+    CheckpointError
+        A value of another type (a series id that is a Python object, say).
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, (np.ndarray, np.generic)) and np.asarray(v).dtype.kind != "O":
+            key = f"{prefix}{len(arrays)}"
+            arrays[key] = np.asarray(v)
+            return {"array" if isinstance(v, np.ndarray) else "scalar": key}
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if v is NO_SERIES:
+            return {"no_series": True}
+        if isinstance(v, (tuple, list)):
+            return {type(v).__name__: [enc(x) for x in v]}
+        raise CheckpointError(
+            f"a feature map's state holds a {type(v).__name__}, which a checkpoint cannot save; "
+            "use numeric or string series ids"
+        )
+
+    return enc(state), arrays
+
+
+def decode_state(description: Any, arrays: Any) -> Any:
+    """The state :func:`encode_state` described (``arrays``: a mapping of its arrays)."""
+    if not isinstance(description, dict):
+        return description
+    if "no_series" in description:
+        return NO_SERIES
+    if "tuple" in description:
+        return tuple(decode_state(v, arrays) for v in description["tuple"])
+    if "list" in description:
+        return [decode_state(v, arrays) for v in description["list"]]
+    if "array" in description:
+        return np.array(arrays[description["array"]])
+    if "scalar" in description:
+        return np.asarray(arrays[description["scalar"]])[()]
+    raise ValueError(f"unknown state entry {sorted(description)}")

@@ -22,7 +22,9 @@ stored data it reads each chunk's rows through the source's readers (:class:`Chu
 over a dask array it computes the chunk's blocks of every role together.  With one
 fold per series (``cv="groups"``) a group of lanes returns the folds of its own series
 only (:func:`lane_scheme`); the pass spreads the merged result over all folds at the
-end (:func:`all_folds`).
+end (:func:`all_folds`).  With a checkpoint, a group's task saves its
+:class:`GroupProgress` (position, map states, statistics accumulator) as it goes, and
+a resumed task continues from it, reading only the rows after it.
 This module is the only place the pass knows about feature maps
 (:func:`streamridge.stream.accumulate` uses :class:`MappedKernel`;
 :mod:`streamridge.stream_lanes` calls :func:`lane_calls` and :func:`lane_task`).
@@ -31,6 +33,7 @@ This module is the only place the pass knows about feature maps
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
@@ -266,11 +269,49 @@ class LaneGroup:
 
     ``group_values``: the sorted series ids of the group's rows when the folds are one per series
     (``cv="groups"``): the task's statistics then hold those folds only (:func:`lane_scheme`).
+    ``progress``: a :class:`GroupProgress` to continue from (a checkpoint), or None; ``saver``: where
+    the task saves its progress as it goes (``due()`` and ``save(progress)``,
+    :class:`streamridge.checkpoint.LaneSaver`), or None.
     """
 
-    def __init__(self, lanes: list[Lane], group_values: tuple[Any, ...] | None = None) -> None:
+    def __init__(
+        self,
+        lanes: list[Lane],
+        group_values: tuple[Any, ...] | None = None,
+        *,
+        progress: GroupProgress | None = None,
+        saver: Any = None,
+    ) -> None:
         self.lanes, self.group_values = lanes, group_values
         self.first, self.stop = lanes[0].first, lanes[-1].stop
+        self.progress, self.saver = progress, saver
+
+
+@dataclasses.dataclass
+class GroupProgress:
+    """Where the task of a :class:`LaneGroup` stands, enough to continue it bit for bit.
+
+    Parameters
+    ----------
+    position : (int, int)
+        ``(round, row)``: the rows before row ``row`` of chunk ``round`` of every lane,
+        and all rows of the chunks before, are done.
+    states : list
+        The map's state of every lane at the position.
+    rows_seen : int
+        One past the last raw row read so far.
+    stats : dict of str to array
+        The statistics accumulator's state (:meth:`streamridge.kernel.CellAccumulator.snapshot`).
+    slice_bytes : int
+        :data:`GROUP_BYTES` of the task: a round's rows are mapped in slices of a size set by it,
+        and a position is a slice's end.
+    """
+
+    position: tuple[int, int]
+    states: list[Any]
+    rows_seen: int
+    stats: dict[str, np.ndarray]
+    slice_bytes: int
 
 
 def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.ndarray) -> list[tuple[int, int, int | None]]:
@@ -546,11 +587,21 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
     spec = dataclasses.replace(spec, scheme=scheme)
     kernel = StatsKernel(spec, spec.features.n_features_out_)
     acc = kernel.start()
+    if group.progress is not None:
+        _restore(acc, group.progress)
+    saver = group.saver
+    if saver is not None:
+        saver.begin()
 
     def add(F: np.ndarray, y: Any, g: Any, w: Any, start: int, drop: Any) -> None:
         acc.add(*prepare_rows(F, y, g, w, start, spec, drop))
 
-    states, rows_seen = drain(group_pieces(group, spec), add)
+    def reached(position: tuple[int, int], states: list[Any], rows_seen: int) -> None:
+        if saver.due():  # the accumulator holds every row before the position
+            saver.save(GroupProgress(position, states, rows_seen, acc.snapshot(), GROUP_BYTES))
+
+    pieces = group_pieces(group, spec, group.progress, None if saver is None else reached)
+    states, rows_seen = drain(pieces, add)
     if not rows_seen:
         return None
     out = kernel.finish(acc)
@@ -561,12 +612,48 @@ def _group_task(group: LaneGroup, spec: Any) -> Any:
     return out
 
 
-def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[list[Any], int]]:
+def _restore(acc: Any, progress: GroupProgress) -> None:
+    """The accumulator of a task continued from ``progress``.
+
+    Raises
+    ------
+    CheckpointError
+        If the progress was saved with rounds sliced otherwise, or with statistics of another shape.
+    """
+    if progress.slice_bytes != GROUP_BYTES:
+        raise CheckpointError(
+            f"the checkpoint's lane progress was saved with slices of {progress.slice_bytes} bytes, "
+            f"this version maps {GROUP_BYTES}; delete the checkpoint and rerun the pass"
+        )
+    try:
+        acc.restore(progress.stats)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(
+            f"the checkpoint's lane progress does not fit the pass ({exc}); delete it and rerun the pass"
+        ) from None
+
+
+def group_pieces(
+    group: LaneGroup,
+    spec: Any,
+    progress: GroupProgress | None = None,
+    on_slice: Callable[[tuple[int, int], list[Any], int], None] | None = None,
+) -> Generator[Piece, None, tuple[list[Any], int]]:
     """The mapped rows of a group of lanes: round r maps chunk r of every lane together (``apply_chunks``).
 
     A round's chunks are mapped in slices of rows (at most ``GROUP_BYTES`` of
     features at once, in one buffer reused slice after slice): a piece's
     features are a view of that buffer, so consume each piece before the next.
+
+    Parameters
+    ----------
+    group : LaneGroup
+    spec : PassSpec
+    progress : GroupProgress or None
+        Continue from its position and states: only the rows after it are read.
+    on_slice : callable or None
+        Called as ``on_slice(position, states, rows_seen)`` once the pieces of a
+        slice are consumed (:class:`GroupProgress` has the meanings).
 
     Returns
     -------
@@ -577,27 +664,84 @@ def group_pieces(group: LaneGroup, spec: Any) -> Generator[Piece, None, tuple[li
     """
     fmap: FeatureMap = spec.features
     lanes = group.lanes
-    states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
-    rows_seen = 0
+    if progress is None:
+        states = [fmap.init_state() if lane.init is None else lane.init for lane in lanes]
+        (first, skip), rows_seen = (0, 0), 0
+    else:
+        states, (first, skip), rows_seen = list(progress.states), progress.position, progress.rows_seen
     buf = np.empty((0, fmap.n_features_out_))
     cache: dict[int, Any] = {}  # stored units shared by the chunks of consecutive series: decoded once
-    for r in range(max(len(lane.blocks) for lane in lanes)):
+    n_rounds = max(len(lane.blocks) for lane in lanes)
+    for r in range(first, n_rounds):
+        skip = skip if r == first else 0  # rows of this round done before a resume
+        active = [j for j, lane in enumerate(lanes) if r < len(lane.blocks)]
         chunks = []
-        for j, lane in enumerate(lanes):
-            if r < len(lane.blocks):
-                X, y, g, w = read_chunk(lane.blocks[r], cache)
-                g, start = _flat(g), lane.starts[r]
-                X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
+        for j in active:
+            block = _tail(lanes[j].blocks[r], skip)
+            if block is None:
+                continue
+            X, y, g, w = read_chunk(block, cache)
+            g, start = _flat(g), lanes[j].starts[r] + skip
+            X, bad, keep = _checked_input(fmap, np.asarray(X), start, g, states[j], spec.skip_nonfinite)
+            rows_seen = max(rows_seen, start + X.shape[0])
+            if X.shape[0]:
                 chunks.append((j, X, y, g, w, start, bad, keep))
-                rows_seen = max(rows_seen, start + X.shape[0])
-        buf = yield from _round_pieces(fmap, chunks, states, buf)
+        if not chunks:
+            continue
+        done = (
+            None
+            if on_slice is None
+            else functools.partial(_slice_done, on_slice, (r, n_rounds), skip, states, rows_seen)
+        )
+        buf = yield from _round_pieces(fmap, chunks, states, buf, len(active), done)
     return states, rows_seen
 
 
-def _round_pieces(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[Any], buf: np.ndarray) -> Generator[Piece, None, np.ndarray]:
-    """One round's chunks mapped slice by slice into ``buf`` (grown if needed, returned), piece by piece."""
-    step = max(1, GROUP_BYTES // (8 * max(1, fmap.n_features_out_) * len(chunks)))
-    for a in range(0, max(c[1].shape[0] for c in chunks), step):
+def _slice_done(
+    on_slice: Callable[..., None],
+    rounds: tuple[int, int],
+    skip: int,
+    states: list[Any],
+    rows_seen: int,
+    end: int,
+    last: bool,
+) -> None:
+    """``on_slice`` at the end of a slice of round ``rounds[0]`` of ``rounds[1]`` (rows ``skip + end`` of the
+    round done; ``last``: all of them); not at the end of the last round (the task returns its result then)."""
+    r, n_rounds = rounds
+    if not last:
+        on_slice((r, skip + end), states, rows_seen)
+    elif r + 1 < n_rounds:
+        on_slice((r + 1, 0), states, rows_seen)
+
+
+def _tail(chunk: Any, skip: int) -> Any:
+    """The rows of a chunk from its row ``skip`` on (None when it has none)."""
+    if not skip:
+        return chunk
+    if isinstance(chunk, ChunkRead):
+        return ChunkRead(chunk.readers, chunk.lo + skip, chunk.hi) if chunk.lo + skip < chunk.hi else None
+    return tuple(None if b is None else b[skip:] for b in chunk)
+
+
+def _round_pieces(
+    fmap: FeatureMap,
+    chunks: list[tuple[Any, ...]],
+    states: list[Any],
+    buf: np.ndarray,
+    n_lanes: int,
+    done: Callable[[int, bool], None] | None = None,
+) -> Generator[Piece, None, np.ndarray]:
+    """One round's chunks mapped slice by slice into ``buf`` (grown if needed, returned), piece by piece.
+
+    The slices are of rows set by ``n_lanes``, the lanes of the round (``chunks``
+    may hold only those with rows left after a resume); ``done(end, last)`` is
+    called once a slice's pieces are consumed: rows up to ``end`` of the chunks
+    are done (``last``: all of them).
+    """
+    step = max(1, GROUP_BYTES // (8 * max(1, fmap.n_features_out_) * n_lanes))
+    rows_in_round = max(c[1].shape[0] for c in chunks)
+    for a in range(0, rows_in_round, step):
         part = [c for c in chunks if c[1].shape[0] > a]
         rows = slice(a, a + step)
         items = [(X[rows], start + a, _cut(g, rows), states[j]) for j, X, _y, g, _w, start, _b, _k in part]
@@ -609,6 +753,8 @@ def _round_pieces(fmap: FeatureMap, chunks: list[tuple[Any, ...]], states: list[
             _check_good(F, bad[rows], start + a, fmap)
             yield F, _cut(y, rows), _cut(g, rows), _cut(w, rows), start + a, None if keep is None else ~keep[rows]
             states[j] = state
+        if done is not None:
+            done(a + step, a + step >= rows_in_round)
     return buf
 
 
