@@ -530,17 +530,23 @@ class _StreamRidgeBase:
                 if labels is not None:
                     self._labels = np.asarray(labels)
             scheme, fold_ids = self._scheme(src, partial=partial, shard=shard)
+            n_targets = self._n_targets(src, labels)
+            n_model, mapped_by = src.n_features(), None
+            if getattr(self, "features", None) is not None:  # the map's declared width: checked before it is drawn
+                from .features.estimator import declared_width
+
+                n_model, mapped_by = declared_width(self.features, src.n_features())
+            check_stats_memory(
+                scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.row_chunks()),
+                mapped_by=mapped_by,
+            )
             features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
                 src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
-            n_targets = self._n_targets(src, labels)
             n_model = src.n_features() if features is None else int(features.n_features_out_)
-            check_stats_memory(
-                scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.row_chunks())
-            )
             if not shard:  # statistics only (a shard): no model is selected from them here
                 self._check_selection(None if partial else scheme, None if labels is None else len(labels), n_model)
-            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features)
+            self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features, open_end=partial)
             self._y_1d = (len(src.shape("y")) == 1) if labels is None else True
             offset, spans = 0, None
         else:

@@ -1,4 +1,4 @@
-"""Memory the statistics of a pass need, checked before the pass starts."""
+"""Memory the statistics of a pass and its feature map need, checked before the pass starts."""
 
 from __future__ import annotations
 
@@ -30,11 +30,13 @@ def pass_copies(n_chunks: int) -> int:
 
 
 def _gb(n: float) -> str:
+    if n >= 1e14:
+        return f"{n / 1e12:.3g} TB"
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def check_stats_memory(
-    n_folds: int, n_classes: int, n_features: int, n_targets: int, n_chunks: int = 1
+    n_folds: int, n_classes: int, n_features: int, n_targets: int, n_chunks: int = 1, *, mapped_by: str | None = None
 ) -> None:
     """Refuse, before the pass, statistics that cannot fit in the memory available now.
 
@@ -48,6 +50,9 @@ def check_stats_memory(
         Cells and sizes of the statistics (``n_classes=1`` for regression).
     n_chunks : int
         Row chunks of the pass.
+    mapped_by : str or None
+        The feature map making the features (e.g. ``"esn(n_units=30000)"``), named in the refusal:
+        the check runs on the width it declares, before it is drawn.
 
     Raises
     ------
@@ -65,13 +70,44 @@ def check_stats_memory(
         + (f" x {C} classes" if C > 1 else "")
         + f" x {N} features"
         + (f" x {T} targets" if T > 1 and C == 1 else "")
+        + ("" if mapped_by is None else f" (the features of the map {mapped_by})")
     )
-    fix = (
-        "check that y holds class labels (not a continuous target) or merge rare classes"
-        if C > 1
-        else "use fewer features or folds"
-    )
+    if C > 1:
+        fix = "check that y holds class labels (not a continuous target) or merge rare classes"
+    else:
+        fix = "use fewer features or folds" if mapped_by is None else "use a smaller feature map or fewer folds"
     raise InputError(
         f"the statistics of {what} take {_gb(one)} per copy and a pass over {n_chunks} chunk(s) holds at least "
         f"{copies} copies ({_gb(copies * one)}), more than the {_gb(avail)} of memory available; {fix}"
+    )
+
+
+def check_map_memory(label: str, held: int, peak: int, what: str, param: str) -> None:
+    """Refuse, before anything is drawn, a feature map whose arrays cannot fit in the memory available now.
+
+    Parameters
+    ----------
+    label : str
+        The map and the parameter that sizes it, e.g. ``"esn(n_units=30000)"``.
+    held : int
+        Bytes of the arrays the fitted map keeps.
+    peak : int
+        Bytes at the peak of fitting (the kept arrays and the fit's work arrays).
+    what : str
+        The largest arrays, e.g. ``"a 30000 x 30000 reservoir"``.
+    param : str
+        The parameter to make smaller.
+
+    Raises
+    ------
+    InputError
+        One line naming the sizes, the memory available and the fix.
+    """
+    avail = available_memory()
+    if avail is None or peak <= avail:
+        return
+    at_peak = "" if peak == held else f" and {_gb(peak)} at the peak of its fit"
+    raise InputError(
+        f"the feature map {label} takes {_gb(held)} ({what}){at_peak}, more than the {_gb(avail)} of memory "
+        f"available; use a smaller {param}"
     )

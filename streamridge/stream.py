@@ -53,6 +53,9 @@ class PassSpec:
         State of a stateful map at the first row (``partial_fit`` continuing a
         series); None: every series starts from rest.  The state after the last
         row comes back in ``PassReport.extra["features_state"]``.
+    open_end : bool
+        The last series may go on after the pass's last row (``partial_fit``): a washout that
+        leaves out every row of the pass is not refused before it.
     """
 
     scheme: FoldScheme
@@ -61,6 +64,7 @@ class PassSpec:
     skip_nonfinite: bool = False
     features: Any = None
     features_state: Any = None
+    open_end: bool = False
 
     @property
     def n_classes(self) -> int:

@@ -57,7 +57,7 @@ def accumulate_lanes(
     from .scheduling import describe, open_scheduler
 
     X = source.X
-    chunks, starts, calls = plan.lane_layout(source, spec, [int(c) for c in X.chunks[0]], row_offset, _block)
+    chunks, starts, calls = plan.lane_layout(source, spec, [int(c) for c in X.chunks[0]], row_offset, _block, statistics=True)
     lanes = [lane for _, (lane, _s) in calls]
     rows = [int(sum(chunks[lane.first : lane.stop])) for lane in lanes]
     n = len(lanes)

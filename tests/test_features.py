@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 
@@ -171,8 +172,11 @@ def test_description_roundtrip_and_determinism(fmap, series):
     back = decode(json.loads(text), {k: np.array(v) for k, v in arrays.items()})
     np.testing.assert_array_equal(back.transform(X, groups=g), F)
     np.testing.assert_array_equal(from_dict(fmap.to_dict()).transform(X, groups=g), F)
-    again = make_map(json.loads(text)).fit(X)  # same params and seed -> same map
+    unfitted = json.dumps(encode(clone(fmap))[0])
+    again = make_map(json.loads(unfitted)).fit(X)  # same params and seed -> same map
     np.testing.assert_array_equal(again.transform(X, groups=g), F)
+    with pytest.raises(ParameterError, match="hold the fitted state of a saved map"):
+        make_map(json.loads(text))  # a fitted map's arrays are never dropped silently
 
 
 def test_sklearn_pipeline(rng):
@@ -225,10 +229,10 @@ def test_non_finite_features_are_an_error(rng):
     [
         ({"map": "resevoir"}, "unknown feature map 'resevoir'; maps: random_hidden, esn"),
         ({"map": "esn", "n_unit": 5}, "feature map 'esn' has no parameter 'n_unit'; its parameters: n_units"),
-        ({"map": "esn", "leak_rate": 2.0}, "leak_rate must be in"),
+        ({"map": "esn", "leak_rate": 2.0}, r"feature map 'esn': leak_rate must be a number in \(0, 1\]; got leak_rate=2.0$"),
         ({"map": "random_hidden", "activation": "gelu"}, "activation must be one of"),
-        ({"map": "nystroem", "n_components": 0}, "n_components must be an int >= 1"),
-        ({"map": "pipeline", "maps": "esn"}, "maps must be a list"),
+        ({"map": "nystroem", "n_components": 0}, "feature map 'nystroem': n_components must be an integer >= 1; got n_components=0$"),
+        ({"map": "pipeline", "maps": "esn"}, "feature map 'pipeline': maps must be a non-empty list of map objects; got maps=\"esn\"$"),
         ({"n_units": 5}, "'map' key"),
     ],
 )

@@ -15,6 +15,8 @@ A :class:`FeatureMap` turns raw input rows into feature rows.  It is
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,9 +25,39 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..errors import InputError, NonFiniteError, ParameterError
 from ..folds import splitmix64
+from ..memory import check_map_memory
+from ._params import Constraints, param_error
 from ._series import check_contiguous, run_heads
 
 FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Size of a map fitted for a given input width, known from its parameters before anything is drawn.
+
+    Attributes
+    ----------
+    width : int
+        Output features (``n_features_out_``).
+    held : int
+        Bytes of the fitted arrays the map keeps.
+    peak : int
+        Bytes at the peak of fitting: the kept arrays and the work arrays of the fit.
+    what : str
+        The largest arrays, e.g. ``"a 30000 x 30000 reservoir"``.
+    label : str
+        The map and the parameter that sizes it, e.g. ``"esn(n_units=30000)"``.
+    param : str
+        That parameter's name, e.g. ``"n_units"``.
+    """
+
+    width: int
+    held: int
+    peak: int
+    what: str
+    label: str
+    param: str
 
 
 class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
@@ -40,6 +72,12 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     stateful: ClassVar[bool] = False
     _arrays: ClassVar[tuple[str, ...]] = ()
     _array_params: ClassVar[tuple[str, ...]] = ()
+    _param_constraints: ClassVar[Constraints] = {}
+    """The values each ``__init__`` parameter accepts (:mod:`streamridge.features._params`).
+
+    Not scikit-learn's ``_parameter_constraints``: the constraints are this package's own
+    (booleans are ``bool`` only, integers never a float), checked by :func:`param_error`.
+    """
 
     # ---------------------------------------------------------------- fitting
     @property
@@ -57,6 +95,7 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """
         self._check_params()
         X, n_in = self._fit_input(X)
+        self.check_memory(n_in)
         sample = sample_rows(X, self.n_sample, int(self.seed)) if self.n_sample else None
         self.n_features_in_ = n_in
         self._fit_arrays(n_in, sample)
@@ -76,12 +115,34 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         if self.n_sample:
             raise ParameterError(f"{type(self).__name__} samples rows of the data; fit it with fit(X)")
         self._check_params()
+        self.check_memory(int(n_features_in))
         self.n_features_in_ = int(n_features_in)
         self._fit_arrays(int(n_features_in), None)
         return self
 
     def _check_params(self) -> None:
-        """Raise :class:`ParameterError` for an out-of-range parameter."""
+        """Raise :class:`ParameterError` for a parameter its constraints do not accept (one line)."""
+        msg = param_error(type(self), self.get_params(deep=False), python=True)
+        if msg is not None:
+            raise ParameterError(f"{type(self).__name__}: {msg}")
+
+    @classmethod
+    def _conflict(cls, params: Mapping[str, Any]) -> str | None:
+        """Parameters that are valid alone but not together, as text (None: none); see :func:`param_error`."""
+        return None
+
+    def footprint(self, n_features_in: int) -> Footprint:
+        """Output width and bytes of this map fitted for ``n_features_in`` inputs, from the parameters alone."""
+        raise NotImplementedError
+
+    def check_memory(self, n_features_in: int) -> None:
+        """Raise :class:`InputError` before anything is drawn if fitting the map cannot fit in memory."""
+        fp = self.footprint(int(n_features_in))
+        check_map_memory(fp.label, fp.held, fp.peak, fp.what, fp.param)
+
+    def rows_left_out(self) -> int:
+        """Rows at the start of every series left out of the statistics (the washout; 0 for most maps)."""
+        return 0
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         raise NotImplementedError
@@ -254,27 +315,3 @@ def _block_sample(block: np.ndarray, start: int, n: int, seed: int) -> tuple[np.
 def uniform(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
     """Uniform(-scale, scale) weights."""
     return rng.uniform(-1.0, 1.0, size=shape) * float(scale)
-
-
-def check_positive(obj: Any, *names: str, allow_zero: bool = False) -> None:
-    """Raise ParameterError unless each named parameter is a finite number > 0 (>= 0 with allow_zero)."""
-    for name in names:
-        v = getattr(obj, name)
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
-        if not ok or v < 0 or (v == 0 and not allow_zero):
-            need = ">= 0" if allow_zero else "> 0"
-            raise ParameterError(f"{type(obj).__name__}: {name} must be a number {need}; got {name}={v!r}")
-
-
-def check_choice(obj: Any, name: str, choices: tuple[str, ...]) -> None:
-    """Raise ParameterError unless ``getattr(obj, name)`` is one of ``choices``."""
-    v = getattr(obj, name)
-    if v not in choices:
-        raise ParameterError(f"{type(obj).__name__}: {name} must be one of {choices}; got {name}={v!r}")
-
-
-def check_count(obj: Any, name: str) -> None:
-    """Raise ParameterError unless the parameter is an int >= 1."""
-    v = getattr(obj, name)
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ParameterError(f"{type(obj).__name__}: {name} must be an int >= 1; got {name}={v!r}")

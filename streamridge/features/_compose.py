@@ -2,21 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import InputError, ParameterError
-from ._base import FeatureMap, check_features
+from ..errors import InputError
+from ._base import FeatureMap, Footprint, check_features
+from ._params import Constraints, MapList
+
+_MAPS: Constraints = {"maps": (MapList(),)}
 
 
 def _check_maps(obj: Any) -> list[FeatureMap]:
-    maps = list(obj.maps or [])
-    if not maps or not all(isinstance(m, FeatureMap) for m in maps):
-        raise ParameterError(f"{type(obj).__name__}: maps must be a non-empty list of feature maps; got maps={obj.maps!r}")
-    return maps
+    """The parts, after checking the parameters of the map and of every part."""
+    obj._check_params()
+    return list(obj.maps)
+
+
+def _check_parts(obj: Any) -> None:
+    """:meth:`FeatureMap._check_params` of a composite map: ``maps`` itself, then every part's parameters."""
+    FeatureMap._check_params(obj)
+    for m in obj.maps:
+        m._check_params()
+
+
+def _combined(parts: list[Footprint], width: int) -> Footprint:
+    """Footprint of parts fitted one after the other, each keeping its arrays; named by the largest part."""
+    held = peak = 0
+    for fp in parts:
+        peak = max(peak, held + fp.peak)
+        held += fp.held
+    big = max(parts, key=lambda fp: fp.peak)
+    return Footprint(width, held, peak, big.what, big.label, big.param)
+
+
+def _parts(obj: Any) -> list[FeatureMap]:
+    """The fitted parts when fitted, else the given ones."""
+    return list(getattr(obj, "maps_", None) or obj.maps or [])
 
 
 def _fitted(obj: Any) -> list[FeatureMap]:
@@ -38,9 +62,22 @@ class Concat(FeatureMap):
     """
 
     name = "concat"
+    _param_constraints: ClassVar[Constraints] = _MAPS
 
     def __init__(self, maps: list[FeatureMap] | None = None) -> None:
         self.maps = maps
+
+    def _check_params(self) -> None:
+        _check_parts(self)
+
+    def footprint(self, n_features_in: int) -> Footprint:
+        """The parts' arrays together; the parts' widths summed."""
+        parts = [m.footprint(n_features_in) for m in self.maps or []]
+        return _combined(parts, sum(fp.width for fp in parts))
+
+    def rows_left_out(self) -> int:
+        """The longest washout of the parts."""
+        return max(m.rows_left_out() for m in _parts(self))
 
     @property
     def stateful(self) -> bool:  # type: ignore[override]
@@ -51,13 +88,16 @@ class Concat(FeatureMap):
         """Fit a copy of every part on X (``maps_``)."""
         maps = _fresh(self)
         X, n_in = self._fit_input(X)
+        self.check_memory(n_in)
         self.maps_ = [m.fit(X, y, groups) for m in maps]
         self.n_features_in_ = n_in
         return self
 
     def fit_width(self, n_features_in: int) -> Concat:
         """Fit a copy of every part from the input width."""
-        self.maps_ = [m.fit_width(n_features_in) for m in _fresh(self)]
+        maps = _fresh(self)
+        self.check_memory(int(n_features_in))
+        self.maps_ = [m.fit_width(n_features_in) for m in maps]
         self.n_features_in_ = int(n_features_in)
         return self
 
@@ -100,9 +140,25 @@ class Pipeline(FeatureMap):
     """
 
     name = "pipeline"
+    _param_constraints: ClassVar[Constraints] = _MAPS
 
     def __init__(self, maps: list[FeatureMap] | None = None) -> None:
         self.maps = maps
+
+    def _check_params(self) -> None:
+        _check_parts(self)
+
+    def footprint(self, n_features_in: int) -> Footprint:
+        """The steps' arrays together, each step sized by the previous step's width."""
+        parts, n = [], int(n_features_in)
+        for m in self.maps or []:
+            parts.append(m.footprint(n))
+            n = parts[-1].width
+        return _combined(parts, n)
+
+    def rows_left_out(self) -> int:
+        """The longest washout of the steps."""
+        return max(m.rows_left_out() for m in _parts(self))
 
     @property
     def stateful(self) -> bool:  # type: ignore[override]
@@ -118,6 +174,7 @@ class Pipeline(FeatureMap):
         """Fit each step on the output of the steps before it (lazily for dask arrays)."""
         maps = _fresh(self)
         X, n_in = self._fit_input(X)
+        self.check_memory(n_in)
         self.n_features_in_ = n_in
         Z = X
         for i, m in enumerate(maps):
@@ -133,8 +190,9 @@ class Pipeline(FeatureMap):
     def fit_width(self, n_features_in: int) -> Pipeline:
         """Fit every step from the input width (no step may need a data sample)."""
         n = int(n_features_in)
-        self.n_features_in_ = n
         maps = _fresh(self)
+        self.check_memory(n)
+        self.n_features_in_ = n
         for m in maps:
             m.fit_width(n)
             n = m.n_features_out_

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import FeatureMap, check_count
+from ._base import FeatureMap, Footprint
+from ._params import COUNT, Constraints
 from ._series import NO_SERIES, run_heads
 
 
@@ -23,12 +24,15 @@ class Delays(FeatureMap):
 
     name = "delays"
     stateful = True
+    _param_constraints: ClassVar[Constraints] = {"n_delays": (COUNT,)}
 
     def __init__(self, n_delays: int = 5) -> None:
         self.n_delays = n_delays
 
-    def _check_params(self) -> None:
-        check_count(self, "n_delays")
+    def footprint(self, n_features_in: int) -> Footprint:
+        """No arrays; width ``n_features_in x (n_delays + 1)``."""
+        d = int(self.n_delays)
+        return Footprint(int(n_features_in) * (d + 1), 0, 0, "no arrays", f"delays(n_delays={d})", "n_delays")
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         pass

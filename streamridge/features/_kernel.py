@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import InputError
-from ._base import FeatureMap, check_choice, check_count, check_positive
+from ._base import FeatureMap, Footprint
+from ._params import COUNT, SEED, Boolean, Choice, Constraints, NoneValue, Real, Rows
 
 KERNELS = ("rbf", "laplacian", "polynomial")
 METRICS = ("euclidean", "sqeuclidean", "cityblock")
@@ -23,6 +24,11 @@ def _cityblock(X: np.ndarray, B: np.ndarray) -> np.ndarray:
     for j in range(B.shape[0]):
         out[:, j] = np.abs(X - B[j]).sum(axis=1)
     return out
+
+
+def _n_rows(given: Any, n: int) -> int:
+    """Rows of the given basis (a valid one: see :class:`~streamridge.features._params.Rows`), else ``n``."""
+    return n if given is None else int(np.shape(given)[0])
 
 
 def _basis(given: Any, sample: np.ndarray | None, n: int, n_in: int, who: str) -> np.ndarray:
@@ -65,6 +71,16 @@ class Nystroem(FeatureMap):
     name = "nystroem"
     _arrays = ("basis_", "normalization_")
     _array_params = ("basis",)
+    _param_constraints: ClassVar[Constraints] = {
+        "n_components": (COUNT,),
+        "kernel": (Choice(KERNELS),),
+        "gamma": (Real(0, low_open=True), NoneValue()),
+        "degree": (COUNT,),
+        "coef0": (Real(),),
+        "basis": (Rows(), NoneValue()),
+        "whiten": (Boolean(),),
+        "seed": (SEED,),
+    }
 
     def __init__(self, n_components: int = 100, *, kernel: str = "rbf", gamma: float | None = None, degree: int = 3,
                  coef0: float = 1.0, basis: Any = None, whiten: bool = True, seed: int = 0) -> None:
@@ -82,12 +98,15 @@ class Nystroem(FeatureMap):
         """Basis rows sampled from the data (0 when ``basis`` is given)."""
         return 0 if self.basis is not None else int(self.n_components)
 
-    def _check_params(self) -> None:
-        check_count(self, "n_components")
-        check_choice(self, "kernel", KERNELS)
-        check_count(self, "degree")
-        if self.gamma is not None:
-            check_positive(self, "gamma")
+    def footprint(self, n_features_in: int) -> Footprint:
+        """Basis rows, and with ``whiten`` a ``c x c`` whitening matrix found with three more of that size."""
+        c, n = _n_rows(self.basis, int(self.n_components)), int(n_features_in)
+        square = 8 * c * c if self.whiten else 0
+        held = 8 * c * n + square
+        what = f"{c} basis rows of {n} values" + (f" and a {c} x {c} whitening matrix" if self.whiten else "")
+        param = "n_components" if self.basis is None else "basis"
+        label = f"nystroem(n_components={c})" if self.basis is None else f"nystroem(basis of {c} rows)"
+        return Footprint(c, held, held + 3 * square, what, label, param)
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         B = _basis(self.basis, sample, int(self.n_components), n_in, "Nystroem")
@@ -134,6 +153,12 @@ class Distances(FeatureMap):
     name = "distances"
     _arrays = ("references_",)
     _array_params = ("references",)
+    _param_constraints: ClassVar[Constraints] = {
+        "n_references": (COUNT,),
+        "references": (Rows(), NoneValue()),
+        "metric": (Choice(METRICS),),
+        "seed": (SEED,),
+    }
 
     def __init__(self, n_references: int = 100, *, references: Any = None, metric: str = "euclidean", seed: int = 0) -> None:
         self.n_references = n_references
@@ -146,9 +171,12 @@ class Distances(FeatureMap):
         """Reference rows sampled from the data (0 when ``references`` is given)."""
         return 0 if self.references is not None else int(self.n_references)
 
-    def _check_params(self) -> None:
-        check_count(self, "n_references")
-        check_choice(self, "metric", METRICS)
+    def footprint(self, n_features_in: int) -> Footprint:
+        """The reference rows."""
+        r, n = _n_rows(self.references, int(self.n_references)), int(n_features_in)
+        param = "n_references" if self.references is None else "references"
+        label = f"distances(n_references={r})" if self.references is None else f"distances(references of {r} rows)"
+        return Footprint(r, 8 * r * n, 8 * r * n, f"{r} reference rows of {n} values", label, param)
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         self.references_ = _basis(self.references, sample, int(self.n_references), n_in, "Distances")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import FeatureMap, check_choice, check_count, check_positive, uniform
+from ._base import FeatureMap, Footprint, uniform
+from ._params import COUNT, SEED, Boolean, Choice, Constraints, Real
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu", "rbf")
 
@@ -37,6 +38,14 @@ class RandomHidden(FeatureMap):
 
     name = "random_hidden"
     _arrays = ("weights_", "bias_")
+    _param_constraints: ClassVar[Constraints] = {
+        "n_units": (COUNT,),
+        "activation": (Choice(ACTIVATIONS),),
+        "input_scaling": (Real(0, low_open=True),),
+        "bias_scaling": (Real(0),),
+        "direct": (Boolean(),),
+        "seed": (SEED,),
+    }
 
     def __init__(self, n_units: int = 100, *, activation: str = "tanh", input_scaling: float = 1.0,
                  bias_scaling: float = 1.0, direct: bool = False, seed: int = 0) -> None:
@@ -47,11 +56,12 @@ class RandomHidden(FeatureMap):
         self.direct = direct
         self.seed = seed
 
-    def _check_params(self) -> None:
-        check_count(self, "n_units")
-        check_choice(self, "activation", ACTIVATIONS)
-        check_positive(self, "input_scaling")
-        check_positive(self, "bias_scaling", allow_zero=True)
+    def footprint(self, n_features_in: int) -> Footprint:
+        """Weights ``n_units x n_features_in`` and biases; width ``n_units`` (+ ``n_features_in`` with ``direct``)."""
+        u, n = int(self.n_units), int(n_features_in)
+        held = 8 * (u * n + u)
+        width = u + (n if self.direct else 0)
+        return Footprint(width, held, held, f"{u} x {n} input weights", f"random_hidden(n_units={u})", "n_units")
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         rng = np.random.default_rng(int(self.seed))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from typing import Any
@@ -17,6 +16,7 @@ from ._delays import Delays
 from ._kernel import Distances, Nystroem
 from ._random import RandomHidden
 from ._reservoir import EchoStateNetwork
+from ._spec import MAX_DEPTH, build, check_spec
 
 MAPS: dict[str, type[FeatureMap]] = {
     c.name: c for c in (RandomHidden, EchoStateNetwork, Nystroem, Distances, Delays, Concat, Pipeline)
@@ -34,23 +34,16 @@ def map_class(name: Any) -> type[FeatureMap]:
 def make_map(spec: dict[str, Any]) -> FeatureMap:
     """An unfitted map from ``{"map": name, **params}`` or ``{"map": name, "params": {...}}``.
 
-    Composite maps take ``"maps": [spec, ...]``.
+    Composite maps take ``"maps": [spec, ...]``.  The whole description is checked first
+    (:func:`~streamridge.features._spec.check_spec`).
+
+    Raises
+    ------
+    ParameterError
+        One line naming the map and the parameter.
     """
-    if not isinstance(spec, dict) or "map" not in spec:
-        raise ParameterError(f"a feature map is described by an object with a 'map' key (one of {', '.join(MAPS)}); got {spec!r}")
-    cls = map_class(spec["map"])
-    params = dict(spec.get("params", {k: v for k, v in spec.items() if k not in ("map", "format_version")}))
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ParameterError(f"feature map {spec['map']!r} has no parameter {unknown[0]!r}; its parameters: {', '.join(allowed)}")
-    if "maps" in params:
-        if not isinstance(params["maps"], list):
-            raise ParameterError(f"feature map {spec['map']!r}: maps must be a list of map objects")
-        params["maps"] = [make_map(m) for m in params["maps"]]
-    fmap = cls(**params)
-    fmap._check_params()
-    return fmap
+    check_spec(spec, MAPS)
+    return build(spec, MAPS)
 
 
 def from_dict(d: dict[str, Any]) -> FeatureMap:
@@ -143,32 +136,61 @@ def from_json(d: Any) -> FeatureMap:
         raise ModelFileError(f"the feature map of these statistics is unreadable ({type(exc).__name__}: {exc})") from None
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object with a key twice (JSON parsers keep the last one silently)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, or :class:`_DuplicateKey` for a key seen twice."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _parse(name: str, raw: bytes) -> Any:
+    """The object of a JSON or TOML file (``.toml``: TOML)."""
+    kind = "TOML" if name.endswith(".toml") else "JSON"
+    try:
+        if kind == "TOML":
+            import tomllib
+
+            return tomllib.loads(raw.decode())
+        return json.loads(raw.decode(), object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise InputError(f"features file {name!r}: the key {str(exc)!r} appears twice in one object; keep one") from None
+    except RecursionError:
+        raise InputError(f"features file {name!r} is nested too deeply to read; maps nest at most {MAX_DEPTH} deep") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"features file {name!r} is not valid {kind}: {str(exc).splitlines()[0]}") from exc
+
+
 def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
     """An unfitted map from a JSON or TOML file (``map = "esn"`` plus parameters).
 
     Raises
     ------
     InputError
-        Missing or unparsable file.
+        Missing, unreadable or unparsable file.
     ParameterError
-        Unknown map or parameter.
+        A description the schema refuses (:func:`~streamridge.features._spec.check_spec`): one line
+        naming the file, the map and the parameter.
     """
     name = os.fspath(path)
-    if not os.path.isfile(name):
+    if os.path.isdir(name):
+        raise InputError(f"features file {name!r} is a directory; name a JSON or TOML file")
+    if not os.path.exists(name):
         raise InputError(f"features file {name!r} does not exist")
     try:
         with open(name, "rb") as f:
             raw = f.read()
-        if name.endswith(".toml"):
-            import tomllib
-
-            spec = tomllib.loads(raw.decode())
-        else:
-            spec = json.loads(raw.decode())
-    except (ValueError, UnicodeDecodeError) as exc:
-        kind = "TOML" if name.endswith(".toml") else "JSON"
-        raise InputError(f"features file {name!r} is not valid {kind}: {str(exc).splitlines()[0]}") from exc
-    return make_map(spec)
+    except OSError as exc:
+        raise InputError(f"features file {name!r} cannot be read: {exc.strerror or exc}") from None
+    spec = _parse(name, raw)
+    check_spec(spec, MAPS, name)
+    return build(spec, MAPS)
 
 
 def describe(fmap: FeatureMap) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ParameterError
-from ._base import FeatureMap, check_count, check_positive, uniform
+from ._base import FeatureMap, Footprint, uniform
 from ._lockstep import run_series
+from ._params import COUNT, SEED, Constraints, Integer, NoneValue, Real
 from ._series import NO_SERIES, run_heads
 
 
@@ -50,6 +51,17 @@ class EchoStateNetwork(FeatureMap):
     name = "esn"
     stateful = True
     _arrays = ("w_in_", "bias_", "w_res_")
+    _param_constraints: ClassVar[Constraints] = {
+        "n_units": (COUNT,),
+        "spectral_radius": (Real(0, low_open=True),),
+        "input_scaling": (Real(0, low_open=True),),
+        "leak_rate": (Real(0, 1, low_open=True),),
+        "sparsity": (Real(0, 1, high_open=True),),
+        "bias_scaling": (Real(0),),
+        "washout": (Integer(0),),
+        "warmup": (COUNT, NoneValue()),
+        "seed": (SEED,),
+    }
 
     def __init__(self, n_units: int = 100, *, spectral_radius: float = 0.9, input_scaling: float = 1.0,
                  leak_rate: float = 1.0, sparsity: float = 0.9, bias_scaling: float = 0.0, washout: int = 0,
@@ -64,19 +76,28 @@ class EchoStateNetwork(FeatureMap):
         self.warmup = warmup
         self.seed = seed
 
-    def _check_params(self) -> None:
-        check_count(self, "n_units")
-        check_positive(self, "spectral_radius", "input_scaling", "leak_rate")
-        check_positive(self, "bias_scaling", "sparsity", "washout", allow_zero=True)
-        if not self.leak_rate <= 1 or not self.sparsity < 1:
-            raise ParameterError(
-                f"EchoStateNetwork: leak_rate must be in (0, 1] and sparsity in [0, 1); "
-                f"got leak_rate={self.leak_rate!r}, sparsity={self.sparsity!r}"
-            )
-        if self.warmup is not None:
-            check_count(self, "warmup")
-            if self.warmup < self.washout:
-                raise ParameterError(f"EchoStateNetwork: warmup must be >= washout; got warmup={self.warmup}, washout={self.washout}")
+    @classmethod
+    def _conflict(cls, params: Mapping[str, Any]) -> str | None:
+        """A warm-up shorter than the washout (the washout rows would be warm-up rows)."""
+        warmup, washout = params.get("warmup"), params.get("washout", 0)
+        if warmup is not None and warmup < washout:
+            return f"warmup must be >= washout; got warmup={warmup}, washout={washout}"
+        return None
+
+    def footprint(self, n_features_in: int) -> Footprint:
+        """The ``n_units x n_units`` reservoir; its fit needs 9 bytes per entry and 256 bytes per unit more.
+
+        Drawing it holds a uniform draw and a boolean mask of its size (8 + 1 bytes per entry);
+        its spectral radius (``eigvals``: a copy, and a workspace of a few dozen floats per unit) and the
+        rescaling one copy each, one after the other.
+        """
+        n, m = int(self.n_units), int(n_features_in)
+        held = 8 * (n * m + n + n * n)
+        return Footprint(n, held, held + 9 * n * n + 256 * n, f"a {n} x {n} reservoir", f"esn(n_units={n})", "n_units")
+
+    def rows_left_out(self) -> int:
+        """The washout."""
+        return int(self.washout)
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         n = int(self.n_units)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError, InputError
+from ..errors import CheckpointError, FoldError, InputError
 
 
 def run_heads(groups: np.ndarray | None, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,3 +176,28 @@ def decode_state(description: Any, arrays: Any) -> Any:
     if "scalar" in description:
         return np.asarray(arrays[description["scalar"]])[()]
     raise ValueError(f"unknown state entry {sorted(description)}")
+
+
+def check_washout(fmap: Any, heads: np.ndarray, ids: np.ndarray, end: int) -> None:
+    """Raise :class:`FoldError` if the map's washout leaves out every row of every series.
+
+    Parameters
+    ----------
+    fmap : the fitted map (:meth:`FeatureMap.rows_left_out`)
+    heads : global first row of every series run (sorted)
+    ids : series id of every run
+    end : global row one past the last row of the pass
+    """
+    w = fmap.rows_left_out()
+    if w == 0 or len(heads) == 0:
+        return
+    lengths = np.diff(np.append(heads, end))
+    k = int(np.argmax(lengths))
+    if lengths[k] > w:
+        return
+    sid = _plain(ids[k])
+    raise FoldError(
+        f"the feature map's washout of {w} rows is at least as long as the longest series (series {sid!r}, "
+        f"{int(lengths[k])} rows), so every row would be left out of the statistics; use a washout shorter "
+        f"than {int(lengths[k])} rows or longer series"
+    )

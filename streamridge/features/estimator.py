@@ -24,6 +24,19 @@ def check_map(features: Any) -> None:
     features._check_params()
 
 
+def declared_width(features: FeatureMap, n_features_in: int) -> tuple[int, str]:
+    """Output width of ``features`` for ``n_features_in`` inputs and a label naming the map, before it is fitted.
+
+    The width comes from the parameters alone (:meth:`FeatureMap.footprint`): nothing is drawn or built,
+    so the statistics' memory check can run on it first.
+    """
+    if hasattr(features, "n_features_in_"):
+        return int(features.n_features_out_), features.name
+    features._check_params()
+    fp = features.footprint(int(n_features_in))
+    return fp.width, fp.label
+
+
 def fit_map(features: FeatureMap, X: Any, groups: Any = None) -> FeatureMap:
     """A fitted copy of ``features`` for the (dask) input X; a fitted map is copied as is.
 

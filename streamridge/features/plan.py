@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import CheckpointError, NonFiniteError
 from ._base import FeatureMap, check_features
-from ._series import check_contiguous, merge_chunk_heads, run_heads
+from ._series import check_contiguous, check_washout, merge_chunk_heads, run_heads
 
 #: the roles of a source a lane reads, in the order of a chunk's arrays
 ROLES = ("X", "y", "groups", "sample_weight")
@@ -145,12 +145,18 @@ def lane_chunks(source: Any, spec: Any, chunks: list[int], row_offset: int = 0) 
     return np.diff(np.unique(np.concatenate(cuts))).astype(int).tolist(), (heads, ids)
 
 
-def lane_layout(source: Any, spec: Any, chunks: list[int], row_offset: int, block: Any) -> tuple[list[int], np.ndarray, list[Any]]:
+def lane_layout(
+    source: Any, spec: Any, chunks: list[int], row_offset: int, block: Any, *, statistics: bool = False
+) -> tuple[list[int], np.ndarray, list[Any]]:
     """``(chunks, starts, calls)`` of a pass's lanes: :func:`lane_chunks`, the global first row of every
-    chunk, and :func:`lane_calls` over them."""
+    chunk, and :func:`lane_calls` over them.
+
+    ``statistics=True`` (the statistics pass): refuse, before the pass, a washout that would leave
+    every row out (:func:`check_washout`).
+    """
     chunks, runs = lane_chunks(source, spec, chunks, row_offset)
     starts = np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(np.int64) + row_offset
-    return chunks, starts, lane_calls(source, spec, starts, 0, block, runs=runs)
+    return chunks, starts, lane_calls(source, spec, starts, 0, block, runs=runs, statistics=statistics)
 
 
 def _heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -343,7 +349,7 @@ def plan_lanes(fmap: FeatureMap, starts: np.ndarray, n_rows_end: int, heads: np.
 
 
 def lane_calls(
-    source: Any, spec: Any, starts: np.ndarray, first: int, block: Any, *, runs: Any = None
+    source: Any, spec: Any, starts: np.ndarray, first: int, block: Any, *, runs: Any = None, statistics: bool = False
 ) -> list[tuple[tuple[()], tuple[Lane | LaneGroup, Any]]]:
     """Calls ``((), (lane, spec))`` of the lanes starting at chunk ``first`` or later.
 
@@ -358,6 +364,8 @@ def lane_calls(
     first : chunks before this one are done (a resumed checkpoint ends at a lane end)
     block : function (array, chunk index) -> dask block
     runs : the series runs ``(heads, ids)`` already read (:func:`lane_chunks`), or None
+    statistics : the statistics pass: :func:`check_washout` before any lane runs (not for a
+        ``partial_fit`` batch, whose first and last series may go on across calls)
     """
     fmap = spec.features
     n_rows, width = (source.n_rows(), source.n_features()) if hasattr(source, "n_rows") else source.X.shape
@@ -375,6 +383,8 @@ def lane_calls(
         heads, ids = stored_series_runs(stored[0][2], stored[1], starts, n_rows)
     else:
         heads, ids = series_runs(source.groups, starts)
+    if statistics and fmap.stateful and not spec.open_end:
+        check_washout(fmap, heads, ids, offset + n_rows)
 
     def chunk(lo: int, hi: int, i: int | None, roles: tuple[str, ...] = ROLES) -> Any:
         """Local rows ``lo .. hi - 1`` (chunk ``i`` of the pass, or None) of ``roles``, the others None."""
