@@ -175,22 +175,22 @@ def test_merged_shards_equal_one_pass(rng: np.random.Generator, kind: str) -> No
 def test_incompatible_shards_refused(rng: np.random.Generator) -> None:
     X, y, _ = make_data(rng, 2000, 6)
     first = _shard(X, y, None, 0, 1000, regression_spec())
-    shapes = "statistics have different shapes \\(folds, classes, features, targets\\): "
+    differ = "statistics differ in "
     others = {  # what differs -> the messages of merge(first, other) and merge(other, first)
         "features": (
             _shard(X[:, :5], y, None, 1000, 2000, regression_spec()),
-            shapes + r"\(5, 1, 6, 1\) vs \(5, 1, 5, 1\)",
-            shapes + r"\(5, 1, 5, 1\) vs \(5, 1, 6, 1\)",
+            differ + "n_features: 6 vs 5; ",
+            differ + "n_features: 5 vs 6; ",
         ),
         "folds": (
             _shard(X, y, None, 1000, 2000, regression_spec(n_folds=4)),
-            shapes + r"\(5, 1, 6, 1\) vs \(4, 1, 6, 1\)",
-            shapes + r"\(4, 1, 6, 1\) vs \(5, 1, 6, 1\)",
+            differ + "scheme: n_folds 5 vs 4; ",
+            differ + "scheme: n_folds 4 vs 5; ",
         ),
         "seed": (
             _shard(X, y, None, 1000, 2000, regression_spec(seed=1)),
-            r"statistics differ in scheme: \{[^}]*'seed': 0[^}]*\} vs \{[^}]*'seed': 1[^}]*\}",
-            r"statistics differ in scheme: \{[^}]*'seed': 1[^}]*\} vs \{[^}]*'seed': 0[^}]*\}",
+            differ + "scheme: seed 0 vs 1; ",
+            differ + "scheme: seed 1 vs 0; ",
         ),
     }
     for what, (other, forward, backward) in others.items():
