@@ -28,7 +28,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .html_report import check_report_outputs, write_report
 
     out = check_report_outputs(args.model, args.out, args.png, overwrite=args.overwrite)
-    sections = write_report(args.model, out, png_dir=args.png)
+    sections = write_report(args.model, out, png_dir=args.png, overwrite=args.overwrite)
     shown = [s.key for s in sections if s.omitted is None]
     print(f"wrote {out} ({len(shown)} sections: {', '.join(shown)})")
     return 0

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from . import plot_data
+from .output_kinds import REPORT_GENERATOR as GENERATOR
 from .report import estimator_summary, scheme_text
 
 MAX_TABLE_ROWS = 40
-#: generator tag of the HTML and PNG files (how ``--overwrite`` recognises them; see :mod:`streamridge.outputs`)
-GENERATOR = "streamridge report"
+#: height in inches of a figure with one bar (or label) per line, per line, and at most
+LINE_INCHES, MAX_FIGURE_INCHES = 0.2, 24.0
 #: the sections that can have a figure (``--png DIR`` writes ``DIR/<key>.png``)
 FIGURE_KEYS = ("lambda", "targets", "selection", "prefix", "classes", "coefficients")
 
@@ -43,14 +44,17 @@ class Section:
 
 # ---------------------------------------------------------------------- helpers
 def _figure(draw: Callable[[Any], Any], *, size: tuple[float, float] = (7.5, 4.2)) -> bytes:
-    """Render ``draw(ax)`` on a fresh Agg figure (no pyplot state) and return PNG bytes."""
+    """Render ``draw(ax)`` on a fresh Agg figure (no pyplot state) and return PNG bytes.
+
+    The figure is laid out tight at every draw, so a plot that measures its labels
+    (:func:`streamridge.plot.thin_tick_labels`) measures them where they are saved.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=size, dpi=110)
+    fig = Figure(figsize=size, dpi=110, layout="tight")
     FigureCanvasAgg(fig)
     draw(fig.add_subplot())
-    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": GENERATOR})
     return buf.getvalue()
@@ -265,7 +269,9 @@ def classes_section(model: Any) -> Section:
     else:
         body += "<h3>Confusion counts from the CV folds</h3>" + _p("Rows: true class; columns: predicted (weighted counts, all folds).")
         body += _table(["true \\ predicted", *t.labels], [[lab, *(f"{v:,.6g}" for v in row)] for lab, row in zip(t.labels, cm)])
-    return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax)))
+    lines = 1.6 + LINE_INCHES * len(t.target_labels)  # when the bars are horizontal, one class per line
+    size = (7.5, max(4.2, min(MAX_FIGURE_INCHES, lines)))
+    return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax), size=size))
 
 
 def coefficients_section(model: Any, *, top: int = 20) -> Section:
@@ -370,7 +376,9 @@ def build_report(model_path: str) -> tuple[list[Section], str]:
     return sections, render(sections, f"streamridge report: {os.path.basename(model_path)}")
 
 
-def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> list[Section]:
+def write_report(
+    model_path: str, out: str, *, png_dir: str | None = None, overwrite: bool = False
+) -> list[Section]:
     """Read a model file and write its report to ``out`` (and the figures to ``png_dir``), all or none.
 
     Parameters
@@ -381,6 +389,9 @@ def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> li
         The HTML file to write.
     png_dir : str or None
         Also write ``<section>.png`` for every figure here (created if missing).
+    overwrite : bool
+        Replace a report and figures that ``streamridge report`` wrote; nothing else is
+        ever replaced (see :mod:`streamridge.output_kinds`).
 
     Returns
     -------
@@ -393,22 +404,31 @@ def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> li
     MissingDependencyError
         matplotlib is not installed.
     OutputError
-        A file could not be written; then none is (and what was there is kept).
+        A file could not be written, or exists and may not be replaced; then none is
+        written (and what was there is kept).
     """
     from .outputs import Transaction
 
     sections, document = build_report(model_path)
     figures = [(os.path.join(png_dir, f"{s.key}.png"), s.png) for s in sections if png_dir and s.png is not None]
-    created = png_dir is not None and not os.path.isdir(png_dir)
-    if created:
-        os.makedirs(png_dir)  # type: ignore[arg-type]
+    created = png_dir is not None and _new_directory(png_dir)
     try:
-        with Transaction() as tx:
+        with Transaction(overwrite=overwrite) as tx:
             for target, data in [(out, document.encode()), *figures]:
-                with tx.writing(target, "--out" if target == out else "--png") as tmp, open(tmp, "wb") as fh:
+                kind, option = ("report", "--out") if target == out else ("figure", "--png")
+                with tx.writing(target, kind, option) as tmp, open(tmp, "wb") as fh:
                     fh.write(data or b"")
     except BaseException:
         if created:
             shutil.rmtree(png_dir, ignore_errors=True)  # type: ignore[arg-type]
         raise
     return sections
+
+
+def _new_directory(path: str) -> bool:
+    """Create the directory ``path``; False when it exists already (made by another run meanwhile)."""
+    try:
+        os.makedirs(path)
+    except FileExistsError:
+        return False
+    return True
