@@ -44,7 +44,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ModelFileError
-from .file_schema import check_model
+from .file_schema import check_model, not_an_npz
 from .folds import FoldScheme
 from .report import estimator_summary
 from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
@@ -284,6 +284,9 @@ def read_model(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
         raise ModelFileError(f"model file {name!r} does not exist")
     if os.path.isdir(name):
         raise ModelFileError(f"{name!r} is a directory, not a streamridge model file")
+    what = not_an_npz(name)
+    if what is not None:
+        raise ModelFileError(f"{name!r} is not a readable streamridge model file: it is {what}, not a .npz archive")
     try:
         with np.load(name, allow_pickle=False) as z:
             if "header_json" not in z.files:

@@ -367,9 +367,12 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
         One line: missing file, not a statistics file, a newer format, or a field of the meta
         header or an array that fails the schema of :mod:`streamridge.file_schema`.
     """
-    from .file_schema import check_stats
+    from .file_schema import check_stats, not_an_npz
 
     name = os.fspath(path)
+    what = not_an_npz(name) if os.path.isfile(name) else None
+    if what is not None:
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file: it is {what}, not a .npz archive")
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta_json"]).decode())

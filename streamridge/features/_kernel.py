@@ -34,6 +34,11 @@ def _basis(given: Any, sample: np.ndarray | None, n: int, n_in: int, who: str) -
     return B
 
 
+def _n_rows(given: Any, n: int) -> int:
+    """Rows of the fitted basis: those of the basis given, else the ``n`` rows sampled."""
+    return n if given is None else int(np.shape(given)[0])
+
+
 class Nystroem(FeatureMap):
     """Kernel features from basis rows (Nystroem; sparse-basis kernel ridge regression).
 
@@ -113,6 +118,12 @@ class Nystroem(FeatureMap):
     def _n_out(self) -> int:
         return int(self.basis_.shape[0])
 
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        if name == "basis_":
+            return (_n_rows(self.basis, int(self.n_components)), self.n_features_in_)
+        r = int(self.basis_.shape[0])  # basis_ is checked first
+        return (r, r) if self.whiten else (0, 0)
+
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk` (stateless)."""
         K = self._kernel(np.asarray(X, dtype=np.float64))
@@ -155,6 +166,9 @@ class Distances(FeatureMap):
 
     def _n_out(self) -> int:
         return int(self.references_.shape[0])
+
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        return (_n_rows(self.references, int(self.n_references)), self.n_features_in_)
 
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk` (stateless)."""
