@@ -18,7 +18,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .report import format_info
 
     header, _ = read_model(args.model)
-    lines = [] if args.json else [format_info(header, os.path.abspath(args.model)), *cli_features.info_lines(header)]
+    lines = (
+        []
+        if args.json
+        else [format_info(header, os.path.abspath(args.model)), *cli_features.info_lines(header)]
+    )
     emit(header if args.json else "\n".join(lines), as_json=args.json)
     return 0
 

@@ -228,7 +228,9 @@ def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Non
     if "fold_weight" in arrays:
         c = 1 if classes is None else len(classes)
         scheme = h.get("scheme")
-        cells = k + (int(scheme.get("train_only", 0)) if isinstance(scheme, dict) else 0)  # + a train-only fold
+        cells = k + (
+            int(scheme.get("train_only", 0)) if isinstance(scheme, dict) else 0
+        )  # + a train-only fold
         _shape(arrays, "fold_weight", [(cells, c)])
     if h.get("selected_features") is not None and any(not 0 <= i < n for i in h["selected_features"]):
         raise _Invalid(f"selected_features has indices outside [0, {n})")
@@ -293,7 +295,9 @@ def _model_feature_map(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
     _fitted_map(fmap)
     n_in, n_out = fmap.n_features_in_, fmap.n_features_out_
     if n_in != h["n_features_in"]:
-        raise _Invalid(f"feature map {fmap.name} takes {n_in} inputs but n_features_in is {h['n_features_in']}")
+        raise _Invalid(
+            f"feature map {fmap.name} takes {n_in} inputs but n_features_in is {h['n_features_in']}"
+        )
     width = h.get("n_model_features", h["n_features_in"])
     if n_out != width:
         raise _Invalid(f"feature map {fmap.name} makes {n_out} features but n_model_features is {width}")

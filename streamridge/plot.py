@@ -101,7 +101,9 @@ def cv_curve(model: Any, ax: Any = None, *, folds: bool = True) -> Any:
     for i, j in enumerate(chosen[:50]):
         ax.axvline(c.alphas[j], color="C3", ls="--", lw=1.2, label="chosen lambda" if i == 0 else None)
     if c.edge is not None:
-        ax.set_title(f"warning: the minimum is at the {c.edge} edge of the grid; widen it", color="C3", fontsize=10)
+        ax.set_title(
+            f"warning: the minimum is at the {c.edge} edge of the grid; widen it", color="C3", fontsize=10
+        )
     ax.set_xscale("log")
     ax.set_yscale("log" if np.all(c.total > 0) and (not folds or np.all(c.folds > 0)) else "linear")
     ax.set_xlabel("lambda")
@@ -163,14 +165,25 @@ def selection_path(model: Any, ax: Any = None, *, labels: bool = True) -> Any:
     """
     s = plot_data.selection_steps(model)
     if s is None:
-        raise NothingToPlotError("the model has no selection path (fit with selection='forward' or 'backward')")
+        raise NothingToPlotError(
+            "the model has no selection path (fit with selection='forward' or 'backward')"
+        )
     ax = _axes(ax)
     ax.plot(s.n_features, s.cv_error, "o-", color="C0", ms=4, label="CV error", zorder=3)
     if np.isfinite(s.std_error).any():
-        ax.fill_between(s.n_features, s.cv_error - s.std_error, s.cv_error + s.std_error, color="C0", alpha=0.12, label="± 1 SE")
+        ax.fill_between(
+            s.n_features,
+            s.cv_error - s.std_error,
+            s.cv_error + s.std_error,
+            color="C0",
+            alpha=0.12,
+            label="± 1 SE",
+        )
     ax.axhline(s.threshold, color="C1", ls=":", lw=1.2, label="1-SE threshold")
     if s.best is not None:
-        ax.plot([s.n_features[s.best]], [s.cv_error[s.best]], "*", color="C3", ms=14, label="chosen set", zorder=4)
+        ax.plot(
+            [s.n_features[s.best]], [s.cv_error[s.best]], "*", color="C3", ms=14, label="chosen set", zorder=4
+        )
     if labels:
         _step_labels(ax, s, plot_data.feature_names(model))
     ax.set_xlabel("number of features")
@@ -185,14 +198,25 @@ def _step_labels(ax: Any, s: plot_data.SelectionSteps, names: list[str]) -> None
     sign = "-" if s.direction == "backward" else "+"
     steps = range(1, len(s.feature))
     if len(s.feature) - 1 > MAX_PATH_LABELS:
-        steps = range(1, MAX_PATH_LABELS + 1) if s.direction != "backward" else range(len(s.feature) - MAX_PATH_LABELS, len(s.feature))
+        steps = (
+            range(1, MAX_PATH_LABELS + 1)
+            if s.direction != "backward"
+            else range(len(s.feature) - MAX_PATH_LABELS, len(s.feature))
+        )
     for i in steps:
         f = int(s.feature[i])
         if f < 0:
             continue
         name = names[f] if f < len(names) else str(f)
-        ax.annotate(f"{sign}{name}", (s.n_features[i], s.cv_error[i]), textcoords="offset points", xytext=(2, 4),
-                    fontsize=7, rotation=45, color="0.25")
+        ax.annotate(
+            f"{sign}{name}",
+            (s.n_features[i], s.cv_error[i]),
+            textcoords="offset points",
+            xytext=(2, 4),
+            fontsize=7,
+            rotation=45,
+            color="0.25",
+        )
 
 
 def prefix_curve(model: Any, ax: Any = None) -> Any:
@@ -215,7 +239,11 @@ def prefix_curve(model: Any, ax: Any = None) -> Any:
     sizes, errors = data
     ax.plot(sizes, errors, "o-", color="C0", label="CV error")
     chosen = getattr(model, "n_features_selected_", None)
-    i = int(np.flatnonzero(sizes == chosen)[0]) if chosen is not None and np.any(sizes == chosen) else int(np.argmin(errors))
+    i = (
+        int(np.flatnonzero(sizes == chosen)[0])
+        if chosen is not None and np.any(sizes == chosen)
+        else int(np.argmin(errors))
+    )
     ax.plot([sizes[i]], [errors[i]], "*", color="C3", ms=14, label="chosen size")
     ax.set_xlabel("number of leading features (units)")
     ax.set_ylabel("CV squared error")
@@ -302,7 +330,11 @@ def thin_tick_labels(ax: Any, axis: str) -> int:
     k = next((k for k in range(1, len(boxes) + 1) if not _overlapping(boxes[::k])), 1)
     if k > 1:
         setter = ax.set_xticks if axis == "x" else ax.set_yticks
-        setter(ticks, [text if i % k == 0 else "" for i, text in enumerate(texts)], fontsize=labels[0].get_fontsize())
+        setter(
+            ticks,
+            [text if i % k == 0 else "" for i, text in enumerate(texts)],
+            fontsize=labels[0].get_fontsize(),
+        )
     return k
 
 
