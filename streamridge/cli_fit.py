@@ -99,11 +99,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
             est.fit(source)
             description = source.description
     est.scheduler = args.scheduler  # the spec, not the session's cluster, in the model file's parameters
-    with Transaction() as tx:  # the model and the statistics: both or neither
-        with tx.writing(out) as tmp:
+    with Transaction(overwrite=args.overwrite) as tx:  # the model and the statistics: both or neither
+        with tx.writing(out, "model") as tmp:
             save_model(est, tmp, include_stats=args.include_stats)
         if args.save_stats:
-            with tx.writing(targets[1], "--save-stats") as tmp:
+            with tx.writing(targets[1], "stats", "--save-stats") as tmp:
                 save_stats(est.stats_, tmp)
     if not args.quiet or args.json:
         summary = fit_summary(est, data=description, model=out)
@@ -226,7 +226,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         est = _estimator(args, scheduler)
         source = _open(args)
         stats = est.compute_stats(source, rows=args.rows)
-    with Transaction() as tx, tx.writing(out) as tmp:
+    with Transaction(overwrite=args.overwrite) as tx, tx.writing(out, "stats") as tmp:
         save_stats(stats, tmp)
     if not args.quiet or args.json:
         t = est.timings_
@@ -249,7 +249,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     (out,) = check_outputs([Output(args.out, "stats")], list(args.inputs), overwrite=args.overwrite)
     merged = merge_all([load_stats(p) for p in args.inputs])
-    with Transaction() as tx, tx.writing(out) as tmp:
+    with Transaction(overwrite=args.overwrite) as tx, tx.writing(out, "stats") as tmp:
         save_stats(merged, tmp)
     if not args.quiet or args.json:
         facts = {"inputs": list(args.inputs), "rows": merged.n_rows, "row_ranges": merged.meta.get("row_ranges"), "stats": out}
@@ -272,7 +272,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     talk = not (args.quiet or args.json)
     store, model_path = demo_outputs(args.out, overwrite=args.overwrite)
     t0 = time.perf_counter()
-    with Transaction() as tx, tx.writing(store) as tmp:
+    with Transaction(overwrite=args.overwrite) as tx, tx.writing(store, "demo-data") as tmp:
         write_demo(tmp, n_series=n_series, series_length=length, seed=args.seed)
     gen_s = time.perf_counter() - t0
     if talk:
@@ -281,7 +281,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     est = StreamRidgeCV(alphas=DEMO_ALPHAS, cv=cv, progress=talk)
     source = open_source(store, groups="groups")
     est.fit(source)
-    with Transaction() as tx, tx.writing(model_path) as tmp:
+    with Transaction(overwrite=args.overwrite) as tx, tx.writing(model_path, "model") as tmp:
         save_model(est, tmp)
     summary = fit_summary(est, data=source.description, model=model_path)
     X_test, y_test, _ = make_esn_narma(n_series=1, series_length=length, seed=args.seed + 1000)

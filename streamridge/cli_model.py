@@ -18,7 +18,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .report import format_info
 
     header, _ = read_model(args.model)
-    lines = [] if args.json else [format_info(header, os.path.abspath(args.model)), *cli_features.info_lines(header)]
+    lines = (
+        []
+        if args.json
+        else [format_info(header, os.path.abspath(args.model)), *cli_features.info_lines(header)]
+    )
     emit(header if args.json else "\n".join(lines), as_json=args.json)
     return 0
 
@@ -28,7 +32,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .html_report import check_report_outputs, write_report
 
     out = check_report_outputs(args.model, args.out, args.png, overwrite=args.overwrite)
-    sections = write_report(args.model, out, png_dir=args.png)
+    sections = write_report(args.model, out, png_dir=args.png, overwrite=args.overwrite)
     shown = [s.key for s in sections if s.omitted is None]
     print(f"wrote {out} ({len(shown)} sections: {', '.join(shown)})")
     return 0

@@ -377,7 +377,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         values = [batches.output(0), batches.output(1) if scores else None]
         shape = values[0].shape  # type: ignore[union-attr]
         t0 = time.perf_counter()
-        with warnings.catch_warnings(), Transaction() as tx, tx.writing(out) as tmp:
+        with (
+            warnings.catch_warnings(),
+            Transaction(overwrite=args.overwrite) as tx,
+            tx.writing(out, "predictions") as tmp,
+        ):
             warnings.simplefilter("ignore")  # zarr: fixed-length strings have no v3 spec yet
             rows = source.row_chunks()[0]
             names = {"X": "predictions", "y": "scores"}

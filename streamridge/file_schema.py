@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelFileError
+from .errors import ModelFileError, ParameterError
 from .series_spans import check_spans
 
 MAX_FEATURES = 2**24
@@ -230,7 +230,9 @@ def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Non
     if "fold_weight" in arrays:
         c = 1 if classes is None else len(classes)
         scheme = h.get("scheme")
-        cells = k + (int(scheme.get("train_only", 0)) if isinstance(scheme, dict) else 0)  # + a train-only fold
+        cells = k + (
+            int(scheme.get("train_only", 0)) if isinstance(scheme, dict) else 0
+        )  # + a train-only fold
         _shape(arrays, "fold_weight", [(cells, c)])
     if h.get("selected_features") is not None and any(not 0 <= i < n for i in h["selected_features"]):
         raise _Invalid(f"selected_features has indices outside [0, {n})")
@@ -279,6 +281,96 @@ def _stats_arrays(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> 
         raise _Invalid(f"classes has {len(classes)} labels but the arrays hold {c}")
 
 
+# ---------------------------------------------------------------------- feature maps
+def _model_feature_map(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    """The model's feature map: readable, its arrays as its parameters say, its widths the header's."""
+    if not h.get("features"):
+        return
+    from .features import decode  # only model files with a map import the maps (scikit-learn)
+
+    try:
+        fmap = decode(h["features"], dict(arrays))
+    except KeyError as exc:
+        raise _Invalid(f"feature map array {exc} is missing") from None
+    except (ModelFileError, ParameterError, TypeError, ValueError, AttributeError) as exc:
+        raise _Invalid(f"the feature map is not readable ({' '.join(str(exc).split())})") from None
+    _fitted_map(fmap)
+    n_in, n_out = fmap.n_features_in_, fmap.n_features_out_
+    if n_in != h["n_features_in"]:
+        raise _Invalid(
+            f"feature map {fmap.name} takes {n_in} inputs but n_features_in is {h['n_features_in']}"
+        )
+    width = h.get("n_model_features", h["n_features_in"])
+    if n_out != width:
+        raise _Invalid(f"feature map {fmap.name} makes {n_out} features but n_model_features is {width}")
+
+
+def _stats_feature_map(meta: Mapping[str, Any]) -> None:
+    """The feature map saved with statistics (inline JSON): readable, its arrays as its parameters say."""
+    if not meta.get("features"):
+        return
+    from .features import from_json
+
+    try:
+        fmap = from_json(meta["features"])
+    except (ModelFileError, ParameterError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _Invalid(f"the feature map is not readable ({' '.join(str(exc).split())})") from None
+    _fitted_map(fmap)
+
+
+def _fitted_map(fmap: Any) -> None:
+    from .features import fitted_problem
+
+    problem = fitted_problem(fmap)
+    if problem:
+        raise _Invalid(problem)
+
+
+# ---------------------------------------------------------------------- what a file is
+_MAGIC = (
+    (b"\x93NUMPY", "a .npy array"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+)
+
+
+def not_an_npz(path: str) -> str | None:
+    """What a file is when it is not a zip archive (the container of ``.npz`` files), else None.
+
+    Returns
+    -------
+    str or None
+        ``"an empty file"``, ``"a .npy array"``, ``"an HDF5 file"``, ``"a PNG image"``,
+        ``"a PDF document"``, ``"a text file"`` or ``"binary data"``; None for a zip archive
+        or a file that cannot be read (the reader then names the reason).
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip archive, or an empty one
+        return None
+    if not head:
+        return "an empty file"
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    return "a text file" if _is_text(head) else "binary data"
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether a file's first bytes are UTF-8 text (the last character may be cut off)."""
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    return True
+
+
 # ---------------------------------------------------------------------- entry points
 def check_model(header: Any, arrays: Mapping[str, np.ndarray], name: str) -> None:
     """Validate a model file's header and arrays; raise one-line :class:`ModelFileError`."""
@@ -289,6 +381,7 @@ def check_model(header: Any, arrays: Mapping[str, np.ndarray], name: str) -> Non
         if isinstance(header.get("stats_meta"), dict):
             _fields(header["stats_meta"], _STATS_FIELDS, ())
         _model_arrays(header, arrays)
+        _model_feature_map(header, arrays)
     except _Invalid as exc:
         raise ModelFileError(f"not a valid streamridge model file: {name}: {exc}") from None
 
@@ -303,5 +396,6 @@ def check_stats(meta: Any, arrays: Mapping[str, np.ndarray], name: str) -> None:
         weight = np.asarray(arrays["weight"], dtype=np.float64)
         if not np.all(np.isfinite(weight)) or np.any(weight < 0):
             raise _Invalid("array weight holds negative or non-finite weights")
+        _stats_feature_map(meta)
     except _Invalid as exc:
         raise ModelFileError(f"not a valid streamridge statistics file: {name}: {exc}") from None

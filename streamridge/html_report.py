@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from . import plot_data
+from .output_kinds import REPORT_GENERATOR as GENERATOR
 from .report import estimator_summary, scheme_text
 
 MAX_TABLE_ROWS = 40
-#: generator tag of the HTML and PNG files (how ``--overwrite`` recognises them; see :mod:`streamridge.outputs`)
-GENERATOR = "streamridge report"
+#: height in inches of a figure with one bar (or label) per line, per line, and at most
+LINE_INCHES, MAX_FIGURE_INCHES = 0.2, 24.0
 #: the sections that can have a figure (``--png DIR`` writes ``DIR/<key>.png``)
 FIGURE_KEYS = ("lambda", "targets", "selection", "prefix", "classes", "coefficients")
 
@@ -43,14 +44,17 @@ class Section:
 
 # ---------------------------------------------------------------------- helpers
 def _figure(draw: Callable[[Any], Any], *, size: tuple[float, float] = (7.5, 4.2)) -> bytes:
-    """Render ``draw(ax)`` on a fresh Agg figure (no pyplot state) and return PNG bytes."""
+    """Render ``draw(ax)`` on a fresh Agg figure (no pyplot state) and return PNG bytes.
+
+    The figure is laid out tight at every draw, so a plot that measures its labels
+    (:func:`streamridge.plot.thin_tick_labels`) measures them where they are saved.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=size, dpi=110)
+    fig = Figure(figsize=size, dpi=110, layout="tight")
     FigureCanvasAgg(fig)
     draw(fig.add_subplot())
-    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": GENERATOR})
     return buf.getvalue()
@@ -82,16 +86,27 @@ def summary_section(model: Any, header: dict[str, Any], path: str) -> Section:
     W = plot_data.fold_weight(model)
     rows = [
         ["model file", path],
-        ["estimator", f"{header.get('estimator')} ({header.get('task')}), streamridge {header.get('streamridge_version')}"],
+        [
+            "estimator",
+            f"{header.get('estimator')} ({header.get('task')}), streamridge {header.get('streamridge_version')}",
+        ],
         ["source", header.get("source") or "not recorded in this model file"],
         ["rows", "n/a" if header.get("n_rows") is None else f"{int(header['n_rows']):,}"],
         ["features", _features_text(model, header)],
         ["targets", int(header.get("n_targets") or 1)],
         ["folds", f"{model.n_folds_} ({scheme_text(header.get('scheme') or {})})"],
-        ["pass time", "no pass (fit from statistics)" if not t.get("rows") else f"{_g(t.get('pass_s'), 3)} s"],
+        [
+            "pass time",
+            "no pass (fit from statistics)" if not t.get("rows") else f"{_g(t.get('pass_s'), 3)} s",
+        ],
         ["rows/s", "n/a" if not t.get("rows") else f"{t.get('rows_per_s', float('nan')):,.0f}"],
         ["solve time", f"{_g(t.get('solve_s'), 3)} s"],
-        ["peak memory", "n/a" if not t.get("peak_rss_mb") or not np.isfinite(t["peak_rss_mb"]) else f"{t['peak_rss_mb']:,.0f} MB"],
+        [
+            "peak memory",
+            "n/a"
+            if not t.get("peak_rss_mb") or not np.isfinite(t["peak_rss_mb"])
+            else f"{t['peak_rss_mb']:,.0f} MB",
+        ],
     ]
     body = _table(["", ""], [[k, v] for k, v in rows])
     counts = _fold_counts(header, int(model.n_folds_))
@@ -121,7 +136,9 @@ def _fold_counts(header: dict[str, Any], n_folds: int) -> np.ndarray | None:
         counts = np.asarray(header.get("fold_count"), dtype=np.float64)
     except (TypeError, ValueError):
         return None
-    return counts.reshape(n_folds, -1).sum(axis=1) if counts.ndim == 2 and counts.shape[0] == n_folds else None
+    return (
+        counts.reshape(n_folds, -1).sum(axis=1) if counts.ndim == 2 and counts.shape[0] == n_folds else None
+    )
 
 
 def lambda_section(model: Any) -> Section:
@@ -131,7 +148,11 @@ def lambda_section(model: Any) -> Section:
     c = plot_data.lambda_curve(model)
     cv = estimator_summary(model)
     alpha = model.alpha_
-    chosen = f"{_g(alpha)}" if np.ndim(alpha) == 0 else f"one per target, {_g(np.min(alpha))} .. {_g(np.max(alpha))}"
+    chosen = (
+        f"{_g(alpha)}"
+        if np.ndim(alpha) == 0
+        else f"one per target, {_g(np.min(alpha))} .. {_g(np.max(alpha))}"
+    )
     rule = getattr(model, "alpha_rule", "min")
     lines = [
         f"Chosen lambda: {chosen} (rule: {'one standard error' if rule == '1se' else 'smallest CV error'}).",
@@ -140,11 +161,17 @@ def lambda_section(model: Any) -> Section:
         f"one standard error over folds {_g(c.std_error)} (band up to {_g(c.threshold)}).",
     ]
     if cv.get("cv_rmse") is not None:
-        lines.append(f"CV RMSE at the chosen lambda {_g(cv['cv_rmse'])}" + (f", CV R² {cv['cv_r2']:.4f}." if cv.get("cv_r2") is not None else "."))
+        lines.append(
+            f"CV RMSE at the chosen lambda {_g(cv['cv_rmse'])}"
+            + (f", CV R² {cv['cv_r2']:.4f}." if cv.get("cv_r2") is not None else ".")
+        )
     body = "".join(_p(s) for s in lines)
     if c.edge is not None:
-        body += _p(f"Warning: the smallest CV error is at the {c.edge} edge of the lambda grid; "
-                   f"extend the grid ({'smaller' if c.edge == 'low' else 'larger'} values) with --alphas.", "warn")
+        body += _p(
+            f"Warning: the smallest CV error is at the {c.edge} edge of the lambda grid; "
+            f"extend the grid ({'smaller' if c.edge == 'low' else 'larger'} values) with --alphas.",
+            "warn",
+        )
     png = _figure(lambda ax: plot.cv_curve(model, ax))
     return Section("lambda", "CV error against lambda", body, png)
 
@@ -155,13 +182,19 @@ def targets_section(model: Any) -> Section:
 
     data = plot_data.target_alphas(model)
     if data is None:
-        return Section("targets", "Lambda per target", omitted="the model has one lambda for all targets (alpha_per_target was off).")
+        return Section(
+            "targets",
+            "Lambda per target",
+            omitted="the model has one lambda for all targets (alpha_per_target was off).",
+        )
     alphas, errors = data
     names = plot_data.target_names(model, alphas.shape[0])
     rows = [[names[t], _g(alphas[t]), _g(errors[t])] for t in range(alphas.shape[0])]
     body = _p(f"{alphas.shape[0]} targets, lambdas from {_g(alphas.min())} to {_g(alphas.max())}.")
     grid = np.asarray(model.alphas_, dtype=np.float64)
-    edge = int(np.sum(np.isclose(alphas, grid.min()) | np.isclose(alphas, grid.max()))) if grid.size > 1 else 0
+    edge = (
+        int(np.sum(np.isclose(alphas, grid.min()) | np.isclose(alphas, grid.max()))) if grid.size > 1 else 0
+    )
     if edge:
         body += _p(f"Warning: {edge} target(s) chose a lambda at an end of the grid; widen --alphas.", "warn")
     body += _table(["target", "lambda", "CV squared error"], rows)
@@ -173,16 +206,25 @@ def nested_section(model: Any) -> Section:
     nested = getattr(model, "nested_cv_errors_", None)
     scores = getattr(model, "cv_scores_", None)
     if nested is None and scores is None:
-        return Section("nested", "Nested CV and scores", omitted="the model carries no nested_cv_errors_ or cv_scores_ (fitted without nested CV or metrics).")
+        return Section(
+            "nested",
+            "Nested CV and scores",
+            omitted="the model carries no nested_cv_errors_ or cv_scores_ (fitted without nested CV or metrics).",
+        )
     body = ""
     if nested is not None:
         v = np.asarray(nested, dtype=np.float64)
         v = v.reshape(v.shape[0], -1).sum(axis=1)
-        body += _p(f"Nested CV error per outer fold (summed over targets): mean {_g(np.mean(v))}, "
-                   f"spread (std) {_g(np.std(v))}.")
+        body += _p(
+            f"Nested CV error per outer fold (summed over targets): mean {_g(np.mean(v))}, "
+            f"spread (std) {_g(np.std(v))}."
+        )
         summary = getattr(model, "nested_summary_", None)
         if isinstance(summary, dict):
-            body += _table(["nested summary", ""], [[k, _g(x) if isinstance(x, float) else x] for k, x in summary.items()])
+            body += _table(
+                ["nested summary", ""],
+                [[k, _g(x) if isinstance(x, float) else x] for k, x in summary.items()],
+            )
         body += _table(["outer fold", "error"], [[k, _g(e)] for k, e in enumerate(v)])
     if scores is not None:
         s = np.asarray(scores, dtype=np.float64)
@@ -196,7 +238,11 @@ def selection_section(model: Any) -> Section:
 
     s = plot_data.selection_steps(model)
     if s is None:
-        return Section("selection", "Selection path", omitted="no feature selection ran (fit with --select forward|backward|op-rr).")
+        return Section(
+            "selection",
+            "Selection path",
+            omitted="no feature selection ran (fit with --select forward|backward|op-rr).",
+        )
     names = plot_data.feature_names(model)
     verb = "left" if s.direction == "backward" else "entered"
     rows = []
@@ -204,12 +250,21 @@ def selection_section(model: Any) -> Section:
         f = int(s.feature[i])
         what = "(starting set)" if f < 0 else f"{names[f] if f < len(names) else f} {verb}"
         mark = "chosen" if i == s.best else ""
-        rows.append([i, what, int(s.n_features[i]), _g(s.cv_error[i]), _g(s.std_error[i]), _g(s.alpha[i]), mark])
-    body = _p(f"{s.direction or 'selection'} path of {len(s.feature)} steps; chosen step {s.best} "
-              f"with {int(s.n_features[s.best]) if s.best is not None else 'n/a'} features; 1-SE threshold {_g(s.threshold)}.")
+        rows.append(
+            [i, what, int(s.n_features[i]), _g(s.cv_error[i]), _g(s.std_error[i]), _g(s.alpha[i]), mark]
+        )
+    body = _p(
+        f"{s.direction or 'selection'} path of {len(s.feature)} steps; chosen step {s.best} "
+        f"with {int(s.n_features[s.best]) if s.best is not None else 'n/a'} features; 1-SE threshold {_g(s.threshold)}."
+    )
     body += _p("Only the direction that was run is stored in the model file.", "note")
     body += _table(["step", "feature", "features", "CV error", "std error", "lambda", ""], rows)
-    return Section("selection", "Selection path", body, _figure(lambda ax: plot.selection_path(model, ax), size=(7.5, 4.8)))
+    return Section(
+        "selection",
+        "Selection path",
+        body,
+        _figure(lambda ax: plot.selection_path(model, ax), size=(7.5, 4.8)),
+    )
 
 
 def prefix_section(model: Any) -> Section:
@@ -218,14 +273,22 @@ def prefix_section(model: Any) -> Section:
 
     data = plot_data.prefix_curve(model)
     if data is None:
-        return Section("prefix", "Prefix curve", omitted="the model was fitted without feature prefixes (no prefix_errors_).")
+        return Section(
+            "prefix",
+            "Prefix curve",
+            omitted="the model was fitted without feature prefixes (no prefix_errors_).",
+        )
     sizes, errors = data
     lam = getattr(model, "prefix_alphas_", None)
     lam = np.asarray(lam, dtype=np.float64) if lam is not None and np.size(lam) == sizes.shape[0] else None
     chosen = getattr(model, "n_features_selected_", None)
-    rows = [[int(n), _g(e), *([_g(lam[i])] if lam is not None else []), "chosen" if n == chosen else ""]
-            for i, (n, e) in enumerate(zip(sizes, errors))]
-    body = _p(f"Prefix size and lambda chosen jointly by CV; chosen size {chosen if chosen is not None else 'n/a'}.")
+    rows = [
+        [int(n), _g(e), *([_g(lam[i])] if lam is not None else []), "chosen" if n == chosen else ""]
+        for i, (n, e) in enumerate(zip(sizes, errors))
+    ]
+    body = _p(
+        f"Prefix size and lambda chosen jointly by CV; chosen size {chosen if chosen is not None else 'n/a'}."
+    )
     body += _table(["leading features", "CV error", *(["lambda"] if lam is not None else []), ""], rows)
     return Section("prefix", "Prefix curve", body, _figure(lambda ax: plot.prefix_curve(model, ax)))
 
@@ -250,22 +313,39 @@ def classes_section(model: Any) -> Section:
     if mse is not None:
         header.append("validation MSE on its rows")
         rows = [[*r, _g(e)] for r, e in zip(rows, mse)]
-    body = _p(f"class_weight={getattr(model, 'class_weight', None)!r}; weight factor n / (C n_c) with balanced (CRRR).")
+    body = _p(
+        f"class_weight={getattr(model, 'class_weight', None)!r}; weight factor n / (C n_c) with balanced (CRRR)."
+    )
     body += _table(header, rows)
     if mse is None:
-        body += _p("The validation error on each class's rows needs the statistics per fold and class, which this "
-                   "model file does not hold; write it with --include-stats.", "note")
+        body += _p(
+            "The validation error on each class's rows needs the statistics per fold and class, which this "
+            "model file does not hold; write it with --include-stats.",
+            "note",
+        )
     else:
-        body += _p("Validation MSE on its rows: each fold's model (chosen lambda) scored on that fold's rows of the "
-                   "class, mean squared error of the ±1 targets, from the statistics per fold and class.", "note")
-    body += _table(["±1 target", "CV squared error"], [[lab, _g(e)] for lab, e in zip(t.target_labels, t.target_error)])
+        body += _p(
+            "Validation MSE on its rows: each fold's model (chosen lambda) scored on that fold's rows of the "
+            "class, mean squared error of the ±1 targets, from the statistics per fold and class.",
+            "note",
+        )
+    body += _table(
+        ["±1 target", "CV squared error"], [[lab, _g(e)] for lab, e in zip(t.target_labels, t.target_error)]
+    )
     cm = plot_data.confusion_counts(model)
     if cm is None:
         body += _p(CONFUSION_WHY, "note")
     else:
-        body += "<h3>Confusion counts from the CV folds</h3>" + _p("Rows: true class; columns: predicted (weighted counts, all folds).")
-        body += _table(["true \\ predicted", *t.labels], [[lab, *(f"{v:,.6g}" for v in row)] for lab, row in zip(t.labels, cm)])
-    return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax)))
+        body += "<h3>Confusion counts from the CV folds</h3>" + _p(
+            "Rows: true class; columns: predicted (weighted counts, all folds)."
+        )
+        body += _table(
+            ["true \\ predicted", *t.labels],
+            [[lab, *(f"{v:,.6g}" for v in row)] for lab, row in zip(t.labels, cm)],
+        )
+    lines = 1.6 + LINE_INCHES * len(t.target_labels)  # when the bars are horizontal, one class per line
+    size = (7.5, max(4.2, min(MAX_FIGURE_INCHES, lines)))
+    return Section("classes", "Classes", body, _figure(lambda ax: plot.class_errors(model, ax), size=size))
 
 
 def coefficients_section(model: Any, *, top: int = 20) -> Section:
@@ -275,12 +355,18 @@ def coefficients_section(model: Any, *, top: int = 20) -> Section:
     names, values = plot_data.top_coefficients(model, top=top)
     intercept = np.atleast_1d(np.asarray(model.intercept_, dtype=np.float64))
     n_targets = np.atleast_2d(model.coef_).shape[0]
-    body = _p(f"Intercept: {', '.join(_g(b) for b in intercept[:10])}" + (" …" if intercept.size > 10 else ""))
+    body = _p(
+        f"Intercept: {', '.join(_g(b) for b in intercept[:10])}" + (" …" if intercept.size > 10 else "")
+    )
     if n_targets > 1:
         body += _p(f"Showing target 0 of {n_targets}.", "note")
     body += _table(["feature", "coefficient"], [[n, _g(v)] for n, v in zip(names, values)])
-    return Section("coefficients", f"Top {len(names)} coefficients by |coef|", body,
-                   _figure(lambda ax: plot.coefficients(model, ax, top=top), size=(7.5, 0.25 * len(names) + 1.5)))
+    return Section(
+        "coefficients",
+        f"Top {len(names)} coefficients by |coef|",
+        body,
+        _figure(lambda ax: plot.coefficients(model, ax, top=top), size=(7.5, 0.25 * len(names) + 1.5)),
+    )
 
 
 # ---------------------------------------------------------------------- document
@@ -309,9 +395,11 @@ def build_sections(model: Any, header: dict[str, Any], path: str) -> list[Sectio
 
 def render(sections: list[Section], title: str) -> str:
     """The HTML document of the sections (images as base64 data URIs)."""
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='generator' content='{GENERATOR}'>"
-             f"<title>{html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='generator' content='{GENERATOR}'>"
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+    ]
     for s in sections:
         if s.omitted is not None:
             continue
@@ -370,7 +458,9 @@ def build_report(model_path: str) -> tuple[list[Section], str]:
     return sections, render(sections, f"streamridge report: {os.path.basename(model_path)}")
 
 
-def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> list[Section]:
+def write_report(
+    model_path: str, out: str, *, png_dir: str | None = None, overwrite: bool = False
+) -> list[Section]:
     """Read a model file and write its report to ``out`` (and the figures to ``png_dir``), all or none.
 
     Parameters
@@ -381,6 +471,9 @@ def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> li
         The HTML file to write.
     png_dir : str or None
         Also write ``<section>.png`` for every figure here (created if missing).
+    overwrite : bool
+        Replace a report and figures that ``streamridge report`` wrote; nothing else is
+        ever replaced (see :mod:`streamridge.output_kinds`).
 
     Returns
     -------
@@ -393,22 +486,33 @@ def write_report(model_path: str, out: str, *, png_dir: str | None = None) -> li
     MissingDependencyError
         matplotlib is not installed.
     OutputError
-        A file could not be written; then none is (and what was there is kept).
+        A file could not be written, or exists and may not be replaced; then none is
+        written (and what was there is kept).
     """
     from .outputs import Transaction
 
     sections, document = build_report(model_path)
-    figures = [(os.path.join(png_dir, f"{s.key}.png"), s.png) for s in sections if png_dir and s.png is not None]
-    created = png_dir is not None and not os.path.isdir(png_dir)
-    if created:
-        os.makedirs(png_dir)  # type: ignore[arg-type]
+    figures = [
+        (os.path.join(png_dir, f"{s.key}.png"), s.png) for s in sections if png_dir and s.png is not None
+    ]
+    created = png_dir is not None and _new_directory(png_dir)
     try:
-        with Transaction() as tx:
+        with Transaction(overwrite=overwrite) as tx:
             for target, data in [(out, document.encode()), *figures]:
-                with tx.writing(target, "--out" if target == out else "--png") as tmp, open(tmp, "wb") as fh:
+                kind, option = ("report", "--out") if target == out else ("figure", "--png")
+                with tx.writing(target, kind, option) as tmp, open(tmp, "wb") as fh:
                     fh.write(data or b"")
     except BaseException:
         if created:
             shutil.rmtree(png_dir, ignore_errors=True)  # type: ignore[arg-type]
         raise
     return sections
+
+
+def _new_directory(path: str) -> bool:
+    """Create the directory ``path``; False when it exists already (made by another run meanwhile)."""
+    try:
+        os.makedirs(path)
+    except FileExistsError:
+        return False
+    return True

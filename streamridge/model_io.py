@@ -44,7 +44,7 @@ import numpy as np
 
 from . import __version__
 from .errors import ModelFileError
-from .file_schema import check_model
+from .file_schema import check_model, not_an_npz
 from .folds import FoldScheme
 from .report import estimator_summary
 from .stats import STATS_FORMAT, FoldStats, atomic_write_npz
@@ -129,7 +129,9 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, include_stats: b
         If the estimator is not fitted, or ``include_stats`` without statistics.
     """
     if not hasattr(estimator, "coef_") or not hasattr(estimator, "_spec"):
-        raise ModelFileError(f"{getattr(estimator, '_model_name', type(estimator).__name__)} is not fitted; call fit before save_model")
+        raise ModelFileError(
+            f"{getattr(estimator, '_model_name', type(estimator).__name__)} is not fitted; call fit before save_model"
+        )
     stats: FoldStats | None = getattr(estimator, "stats_", None)
     if include_stats and stats is None:
         raise ModelFileError(
@@ -152,13 +154,19 @@ def _add_features(estimator: Any, header: dict[str, Any], arrays: dict[str, np.n
         from .features import encode
 
         header["features"], fmap_arrays = encode(fmap)
-        header["n_model_features"] = int(fmap.n_features_out_)  # width of coef (n_features_in is the raw width)
+        header["n_model_features"] = int(
+            fmap.n_features_out_
+        )  # width of coef (n_features_in is the raw width)
         arrays.update(fmap_arrays)
     if hasattr(estimator, "prefix_sizes_"):
-        header["prefixes"] = json_safe({
-            "sizes": estimator.prefix_sizes_, "errors": estimator.prefix_errors_,
-            "alphas": estimator.prefix_alphas_, "n_features_selected": estimator.n_features_selected_,
-        })
+        header["prefixes"] = json_safe(
+            {
+                "sizes": estimator.prefix_sizes_,
+                "errors": estimator.prefix_errors_,
+                "alphas": estimator.prefix_alphas_,
+                "n_features_selected": estimator.n_features_selected_,
+            }
+        )
 
 
 def _load_features(est: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
@@ -284,6 +292,11 @@ def read_model(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
         raise ModelFileError(f"model file {name!r} does not exist")
     if os.path.isdir(name):
         raise ModelFileError(f"{name!r} is a directory, not a streamridge model file")
+    what = not_an_npz(name)
+    if what is not None:
+        raise ModelFileError(
+            f"{name!r} is not a readable streamridge model file: it is {what}, not a .npz archive"
+        )
     try:
         with np.load(name, allow_pickle=False) as z:
             if "header_json" not in z.files:

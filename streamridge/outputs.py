@@ -5,7 +5,9 @@ The rules (the table in ``docs/bad-input.md``):
 - an output that does not exist is created; its directory must exist and be writable;
 - an existing output is replaced only when ``overwrite`` is given **and** it was written by
   streamridge as the same kind of output (a model file, a statistics file, a prediction store,
-  a demo data set), recognised by the format field or marker attribute streamridge writes;
+  a demo data set, a report or a report figure), recognised by what only streamridge writes
+  (:mod:`streamridge.output_kinds`); anything else is refused without suggesting ``--overwrite``;
+- a path below a file is named as such ("m.npz is a file, not a directory");
 - never replaced, whatever the options: the current directory, the home directory, ``/``, an
   input (data, model, statistics, checkpoint) or a directory that holds one, and nothing is
   written inside an input.  Paths are compared resolved (symlinks followed) and by device and
@@ -13,24 +15,25 @@ The rules (the table in ``docs/bad-input.md``):
 
 Writing goes through :class:`Transaction`: every output is first written to a hidden sibling,
 then all are moved into place together; a failure of any leaves none of them (and the previous
-files, if any, untouched).  Messages name the user's paths, never the temporaries.
+files, if any, untouched).  A new name is taken by a step that fails when the name exists
+(:func:`publish_new`), so of two runs writing the same new output the later one fails and the
+earlier one's output is kept.  Messages name the user's paths, never the temporaries.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import shutil
 import uuid
-import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import OutputError
+from .output_kinds import MARKER, written_by_streamridge
 
-MARKER = "streamridge_output"
-"""Root attribute that marks a store written by streamridge; its value is the kind."""
+__all__ = ["MARKER", "Output", "Transaction", "check_outputs", "written_by_streamridge"]
 
 _WHAT = {
     "model": "model file",
@@ -40,9 +43,7 @@ _WHAT = {
     "report": "report (HTML)",
     "figure": "report figure (PNG)",
 }
-#: bytes near the start of the HTML and PNG files of ``streamridge report`` (its generator tag)
-REPORT_TAG = b"streamridge report"
-_NPZ_FORMAT = {"model": ("header_json", "streamridge-model"), "stats": ("meta_json", "streamridge-stats")}
+_NPZ_KINDS = ("model", "stats")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Output:
     ----------
     path : str
         As the user gave it.
-    kind : {"model", "stats", "predictions", "demo-data"}
+    kind : {"model", "stats", "predictions", "demo-data", "report", "figure"}
     option : str
         The option that named it (for messages), e.g. ``"--save-stats"``.
     """
@@ -166,74 +167,11 @@ def _is_zarr_dir(path: str) -> bool:
     )
 
 
-def written_by_streamridge(path: str, kind: str) -> bool:
-    """Whether ``path`` holds an output of ``kind`` written by streamridge (format field or marker)."""
-    if kind in _NPZ_FORMAT:
-        return os.path.isfile(path) and _npz_format(path, _NPZ_FORMAT[kind][0]) == _NPZ_FORMAT[kind][1]
-    if kind in ("report", "figure"):
-        return os.path.isfile(path) and _starts_with_tag(path)
-    if os.path.isdir(path):
-        return _zarr_marker(path) == kind
-    if os.path.isfile(path):
-        return _hdf5_marker(path) == kind
-    return False
-
-
-def _starts_with_tag(path: str) -> bool:
-    """Whether the first 4 KiB of a file hold :data:`REPORT_TAG` (HTML generator meta, PNG Software text)."""
-    try:
-        with open(path, "rb") as fh:
-            return REPORT_TAG in fh.read(4096)
-    except OSError:
-        return False
-
-
-def _npz_format(path: str, member: str) -> str | None:
-    try:
-        with zipfile.ZipFile(path) as z, z.open(f"{member}.npy") as fh:
-            import numpy as np
-
-            header = json.loads(bytes(np.lib.format.read_array(fh, allow_pickle=False)).decode())
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError):
-        return None
-    value = header.get("format") if isinstance(header, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _zarr_marker(path: str) -> str | None:
-    for name, key in (("zarr.json", "attributes"), (".zattrs", None)):
-        try:
-            with open(os.path.join(path, name), encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        attrs = doc.get(key) if key and isinstance(doc, dict) else doc
-        if isinstance(attrs, dict) and isinstance(attrs.get(MARKER), str):
-            return str(attrs[MARKER])
-    return None
-
-
-def _hdf5_marker(path: str) -> str | None:
-    with open(path, "rb") as fh:
-        if fh.read(8) != b"\x89HDF\r\n\x1a\n":
-            return None
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            value = f.attrs.get(MARKER)
-    except OSError:
-        return None
-    if isinstance(value, bytes):
-        value = value.decode(errors="replace")
-    return value if isinstance(value, str) else None
-
-
 def _check_existing(out: Output, target: str, *, overwrite: bool) -> None:
     if not os.path.lexists(target):
         return
     name, what = f"{out.option} {out.path}", _WHAT[out.kind]
-    if out.kind in _NPZ_FORMAT and os.path.isdir(target):
+    if out.kind in _NPZ_KINDS and os.path.isdir(target):
         raise OutputError(f"{name} is an existing directory; name a {what} (e.g. {out.kind}.npz) to write")
     if not written_by_streamridge(target, out.kind):
         raise OutputError(
@@ -246,16 +184,32 @@ def _check_existing(out: Output, target: str, *, overwrite: bool) -> None:
 
 def _check_parent(out: Output, target: str) -> None:
     parent = os.path.dirname(target)
+    blocker = _file_ancestor(parent)
+    if blocker is not None:
+        raise OutputError(f"cannot write {out.option} {out.path}: {blocker} is a file, not a directory")
     if not os.path.isdir(parent):
         raise OutputError(f"cannot write {out.option} {out.path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {out.option} {out.path}: directory {parent} is not writable")
 
 
+def _file_ancestor(path: str) -> str | None:
+    """The nearest existing one of ``path`` and its parents when it is not a directory, else None."""
+    for candidate in _ancestors(path):
+        if os.path.lexists(candidate):
+            return None if os.path.isdir(candidate) else candidate
+    return None
+
+
 def check_checkpoint(path: str | None) -> None:
     """A checkpoint must be a directory (created if missing); checked before the pass."""
-    if path is not None and os.path.lexists(path) and not os.path.isdir(path):
+    if path is None:
+        return
+    if os.path.lexists(path) and not os.path.isdir(path):
         raise OutputError(f"--checkpoint {path} must be a directory; it is an existing file")
+    blocker = _file_ancestor(resolve(path))
+    if blocker is not None:
+        raise OutputError(f"--checkpoint {path} cannot be created: {blocker} is a file, not a directory")
 
 
 def demo_outputs(directory: str, *, overwrite: bool) -> tuple[str, str]:
@@ -280,27 +234,47 @@ def demo_outputs(directory: str, *, overwrite: bool) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------- all or none
+@dataclass(frozen=True)
+class _Staged:
+    tmp: str
+    target: str
+    kind: str
+    option: str
+
+
 class Transaction:
     """Outputs written to hidden siblings, then moved into place together (all or none).
 
     Use as a context manager: :meth:`stage` gives the temporary path for a target; leaving
     the block without error moves every staged output into place, an error removes them.
+
+    A name that exists when the outputs are moved into place (another run wrote it while
+    this one ran) is replaced only with ``overwrite`` and only if it is an output of the
+    same kind written by streamridge; otherwise nothing is moved and :class:`OutputError`
+    says so.  A new name is published by a step that fails when the name exists
+    (:func:`publish_new`), so of two runs writing the same new name the later one fails.
+
+    Parameters
+    ----------
+    overwrite : bool
+        Whether an existing output of the same kind written by streamridge may be replaced.
     """
 
-    def __init__(self) -> None:
-        self._staged: list[tuple[str, str, str]] = []  # (temporary, target, option)
+    def __init__(self, *, overwrite: bool = False) -> None:
+        self.overwrite = overwrite
+        self._staged: list[_Staged] = []
 
-    def stage(self, target: str, option: str = "--out") -> str:
-        """A fresh hidden path beside ``target`` to write the output into."""
+    def stage(self, target: str, kind: str, option: str = "--out") -> str:
+        """A fresh hidden path beside ``target`` to write the output (of ``kind``) into."""
         parent, base = os.path.split(target)
         tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
-        self._staged.append((tmp, target, option))
+        self._staged.append(_Staged(tmp, target, kind, option))
         return tmp
 
     @contextmanager
-    def writing(self, target: str, option: str = "--out") -> Iterator[str]:
+    def writing(self, target: str, kind: str, option: str = "--out") -> Iterator[str]:
         """:meth:`stage`, with OS errors of the write reported on ``target`` (not the temporary)."""
-        tmp = self.stage(target, option)
+        tmp = self.stage(target, kind, option)
         try:
             yield tmp
         except OSError as exc:
@@ -322,37 +296,120 @@ class Transaction:
 
     def discard(self) -> None:
         """Remove every staged temporary."""
-        for tmp, _, _ in self._staged:
-            _remove(tmp)
+        for s in self._staged:
+            _remove(s.tmp)
         self._staged.clear()
 
     def commit(self) -> None:
         """Move every staged output into place; on failure restore what was there and raise."""
-        moved: list[str] = []
-        backups: list[tuple[str, str]] = []
+        published: list[tuple[str, str | None]] = []  # (target, backup of the previous output or None)
         try:
-            for tmp, target, option in self._staged:
-                if not os.path.lexists(tmp):
-                    raise OutputError(f"cannot write {option} {target}: nothing was written")
-                if os.path.lexists(target):
-                    parent, base = os.path.split(target)
-                    old = os.path.join(parent, f".old-{base}-{uuid.uuid4().hex[:8]}")
-                    os.replace(target, old)
-                    backups.append((old, target))
-                os.replace(tmp, target)
-                moved.append(target)
+            for s in self._staged:
+                if not os.path.lexists(s.tmp):
+                    raise OutputError(f"cannot write {s.option} {s.target}: nothing was written")
+                published.append((s.target, self._publish(s)))
         except OSError as exc:
-            for target in moved:
+            for target, old in reversed(published):
                 _remove(target)
-            for old, target in backups:
-                os.replace(old, target)
+                if old is not None:
+                    os.replace(old, target)
             self.discard()
             if isinstance(exc, OutputError):
                 raise
-            raise OutputError(f"cannot write {target}: {_reason(exc)}") from exc
-        for old, _ in backups:
-            _remove(old)
+            raise OutputError(f"cannot write {s.option} {s.target}: {_reason(exc)}") from exc
+        for _, old in published:
+            if old is not None:
+                _remove(old)
         self._staged.clear()
+
+    def _publish(self, s: _Staged) -> str | None:
+        """Move one staged output into place; return the hidden backup of what it replaced, if any."""
+        if os.path.lexists(s.target):
+            self._check_replace(s)
+            return _replace(s.tmp, s.target)
+        try:
+            publish_new(s.tmp, s.target)
+        except OSError as exc:
+            if not os.path.lexists(s.target):
+                raise
+            raise _appeared(s, written_by_streamridge(s.target, s.kind)) from exc
+        return None
+
+    def _check_replace(self, s: _Staged) -> None:
+        ours = written_by_streamridge(s.target, s.kind)
+        if not (self.overwrite and ours):
+            raise _appeared(s, ours and not self.overwrite)
+
+
+def _appeared(s: _Staged, ours: bool) -> OutputError:
+    """The refusal for an output name that was taken while the command ran."""
+    what = _WHAT[s.kind]
+    found = f"a {what} written by another run" if ours else f"not a {what} written by streamridge"
+    return OutputError(
+        f"{s.option} {s.target} exists now ({found}); it was kept and nothing was written; choose another path"
+    )
+
+
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK})
+
+
+def publish_new(tmp: str, target: str) -> None:
+    """Move the finished ``tmp`` to the new name ``target``; fail if the name exists.
+
+    A file is hard-linked to its name (``link`` fails when the name exists, whoever made
+    it), then its temporary name is removed.  A directory (a zarr store) is renamed onto
+    its name after a check that the name is free: ``rename`` never replaces a file or a
+    non-empty directory, so the only thing that could be replaced is an empty directory
+    made in the instant between the check and the rename.  On a file system without hard
+    links a file is published the same way (check, then rename).
+
+    Raises
+    ------
+    FileExistsError
+        If ``target`` exists (or ``OSError`` with ``ENOTEMPTY`` / ``ENOTDIR`` from the rename).
+    """
+    if _hard_link(tmp, target):
+        os.unlink(tmp)
+        return
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+    os.rename(tmp, target)
+
+
+def _replace(tmp: str, target: str) -> str:
+    """Replace ``target`` by ``tmp``; return the hidden path that keeps the previous output until commit.
+
+    A file is replaced atomically (``rename`` over it, the previous file kept by a hard
+    link); a directory, which ``rename`` cannot replace, is moved aside first.  If the
+    move fails, ``target`` is as it was.
+    """
+    parent, base = os.path.split(target)
+    old = os.path.join(parent, f".old-{base}-{uuid.uuid4().hex[:8]}")
+    linked = _hard_link(target, old)
+    if not linked:
+        os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if linked:
+            os.remove(old)
+        else:
+            os.replace(old, target)
+        raise
+    return old
+
+
+def _hard_link(path: str, link: str) -> bool:
+    """Hard-link a file (not a directory) to ``link``; False where that is impossible."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return False
+    try:
+        os.link(path, link, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        return False
+    return True
 
 
 def _reason(exc: OSError) -> str:

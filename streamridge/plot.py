@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,10 @@ __all__ = [
 
 #: at most this many step labels are written on a selection path
 MAX_PATH_LABELS = 25
+#: at most this many classes are drawn as columns (more: horizontal bars, one label per line)
+MAX_COLUMNS = 12
+#: columns need about this many characters of the widest label line, times the number of classes
+MAX_COLUMN_CHARS = 96
 
 
 class MissingDependencyError(StreamRidgeError, ImportError):
@@ -96,7 +101,9 @@ def cv_curve(model: Any, ax: Any = None, *, folds: bool = True) -> Any:
     for i, j in enumerate(chosen[:50]):
         ax.axvline(c.alphas[j], color="C3", ls="--", lw=1.2, label="chosen lambda" if i == 0 else None)
     if c.edge is not None:
-        ax.set_title(f"warning: the minimum is at the {c.edge} edge of the grid; widen it", color="C3", fontsize=10)
+        ax.set_title(
+            f"warning: the minimum is at the {c.edge} edge of the grid; widen it", color="C3", fontsize=10
+        )
     ax.set_xscale("log")
     ax.set_yscale("log" if np.all(c.total > 0) and (not folds or np.all(c.folds > 0)) else "linear")
     ax.set_xlabel("lambda")
@@ -158,14 +165,25 @@ def selection_path(model: Any, ax: Any = None, *, labels: bool = True) -> Any:
     """
     s = plot_data.selection_steps(model)
     if s is None:
-        raise NothingToPlotError("the model has no selection path (fit with selection='forward' or 'backward')")
+        raise NothingToPlotError(
+            "the model has no selection path (fit with selection='forward' or 'backward')"
+        )
     ax = _axes(ax)
     ax.plot(s.n_features, s.cv_error, "o-", color="C0", ms=4, label="CV error", zorder=3)
     if np.isfinite(s.std_error).any():
-        ax.fill_between(s.n_features, s.cv_error - s.std_error, s.cv_error + s.std_error, color="C0", alpha=0.12, label="± 1 SE")
+        ax.fill_between(
+            s.n_features,
+            s.cv_error - s.std_error,
+            s.cv_error + s.std_error,
+            color="C0",
+            alpha=0.12,
+            label="± 1 SE",
+        )
     ax.axhline(s.threshold, color="C1", ls=":", lw=1.2, label="1-SE threshold")
     if s.best is not None:
-        ax.plot([s.n_features[s.best]], [s.cv_error[s.best]], "*", color="C3", ms=14, label="chosen set", zorder=4)
+        ax.plot(
+            [s.n_features[s.best]], [s.cv_error[s.best]], "*", color="C3", ms=14, label="chosen set", zorder=4
+        )
     if labels:
         _step_labels(ax, s, plot_data.feature_names(model))
     ax.set_xlabel("number of features")
@@ -180,14 +198,25 @@ def _step_labels(ax: Any, s: plot_data.SelectionSteps, names: list[str]) -> None
     sign = "-" if s.direction == "backward" else "+"
     steps = range(1, len(s.feature))
     if len(s.feature) - 1 > MAX_PATH_LABELS:
-        steps = range(1, MAX_PATH_LABELS + 1) if s.direction != "backward" else range(len(s.feature) - MAX_PATH_LABELS, len(s.feature))
+        steps = (
+            range(1, MAX_PATH_LABELS + 1)
+            if s.direction != "backward"
+            else range(len(s.feature) - MAX_PATH_LABELS, len(s.feature))
+        )
     for i in steps:
         f = int(s.feature[i])
         if f < 0:
             continue
         name = names[f] if f < len(names) else str(f)
-        ax.annotate(f"{sign}{name}", (s.n_features[i], s.cv_error[i]), textcoords="offset points", xytext=(2, 4),
-                    fontsize=7, rotation=45, color="0.25")
+        ax.annotate(
+            f"{sign}{name}",
+            (s.n_features[i], s.cv_error[i]),
+            textcoords="offset points",
+            xytext=(2, 4),
+            fontsize=7,
+            rotation=45,
+            color="0.25",
+        )
 
 
 def prefix_curve(model: Any, ax: Any = None) -> Any:
@@ -210,7 +239,11 @@ def prefix_curve(model: Any, ax: Any = None) -> Any:
     sizes, errors = data
     ax.plot(sizes, errors, "o-", color="C0", label="CV error")
     chosen = getattr(model, "n_features_selected_", None)
-    i = int(np.flatnonzero(sizes == chosen)[0]) if chosen is not None and np.any(sizes == chosen) else int(np.argmin(errors))
+    i = (
+        int(np.flatnonzero(sizes == chosen)[0])
+        if chosen is not None and np.any(sizes == chosen)
+        else int(np.argmin(errors))
+    )
     ax.plot([sizes[i]], [errors[i]], "*", color="C3", ms=14, label="chosen size")
     ax.set_xlabel("number of leading features (units)")
     ax.set_ylabel("CV squared error")
@@ -222,13 +255,18 @@ def prefix_curve(model: Any, ax: Any = None) -> Any:
 def class_errors(model: Any, ax: Any = None) -> Any:
     """Per-class sizes and the validation error of each one-vs-rest (+1/-1) target.
 
+    Few classes with short labels are drawn as columns, labelled ``label`` over
+    ``(n=weight)``; more are drawn as horizontal bars (first class on top), labelled
+    ``label (n=weight)``, so that every label has a line of its own.  Labels that still
+    would overlap at the size of ``ax`` are thinned (:func:`thin_tick_labels`).
+
     Returns
     -------
     matplotlib Axes
         ``ax.containers[0]`` are the bars of the validation squared error of each
         target at the chosen lambda (summed over folds), one per class (one
-        "b vs a" bar for two classes); the class weights (row counts when
-        unweighted) are written above the x labels.
+        "b vs a" bar for two classes), in class order; the class weights (row counts
+        when unweighted) are written beside the labels.
 
     Raises
     ------
@@ -239,14 +277,70 @@ def class_errors(model: Any, ax: Any = None) -> Any:
     if t is None:
         raise NothingToPlotError("the model is not a classifier")
     ax = _axes(ax)
-    x = np.arange(len(t.target_labels))
-    ax.bar(x, t.target_error, color="C0", label="validation squared error of the ±1 target")
     sizes = dict(zip(t.labels, t.weight))
-    ticks = [f"{lab}\n(n={sizes[lab]:,.0f})" if lab in sizes and np.isfinite(sizes[lab]) else lab for lab in t.target_labels]
-    ax.set_xticks(x, ticks, fontsize=8)
-    ax.set_ylabel("CV squared error at the chosen lambda")
-    ax.legend(fontsize=8)
+    counted = [lab in sizes and np.isfinite(sizes[lab]) for lab in t.target_labels]
+    ticks = [f"{lab}\n(n={sizes[lab]:,.0f})" if c else lab for lab, c in zip(t.target_labels, counted)]
+    what = "validation squared error of the ±1 target"
+    if not class_bars_horizontal(ticks):
+        x = np.arange(len(ticks))
+        ax.bar(x, t.target_error, color="C0", label=what)
+        ax.set_xticks(x, ticks, fontsize=8)
+        ax.set_ylabel("CV squared error at the chosen lambda")
+        ax.legend(fontsize=8)
+        thin_tick_labels(ax, "x")
+        return ax
+    y = np.arange(len(ticks))[::-1]
+    ax.barh(y, t.target_error, color="C0", label=what)
+    ax.set_yticks(y, [tick.replace("\n", " ") for tick in ticks], fontsize=7)
+    ax.set_ylim(-0.6, len(y) - 0.4)
+    ax.set_xlabel("CV squared error at the chosen lambda")
+    ax.set_title(what, fontsize=9)
+    thin_tick_labels(ax, "y")
     return ax
+
+
+def class_bars_horizontal(ticks: list[str]) -> bool:
+    """Whether :func:`class_errors` draws horizontal bars for these column labels (lines split by newlines).
+
+    True for more than :data:`MAX_COLUMNS` targets, or labels too wide to stand side by
+    side: the longest line plus two characters of space, times the number of targets,
+    over :data:`MAX_COLUMN_CHARS`.
+    """
+    longest = max((len(line) for tick in ticks for line in tick.split("\n")), default=0)
+    return len(ticks) > MAX_COLUMNS or len(ticks) * (longest + 2) > MAX_COLUMN_CHARS
+
+
+def thin_tick_labels(ax: Any, axis: str) -> int:
+    """Keep every k-th tick label of ``axis`` ("x" or "y"), k the smallest with no two kept labels overlapping.
+
+    The labels are measured as the figure lays them out now (draw again after
+    changing its size or layout); the others are blanked.
+
+    Returns
+    -------
+    int
+        k (1 when every label fits).
+    """
+    getter = ax.get_xticklabels if axis == "x" else ax.get_yticklabels
+    ticks = ax.get_xticks() if axis == "x" else ax.get_yticks()
+    ax.figure.draw_without_rendering()  # places the labels
+    labels = getter()
+    texts = [lab.get_text() for lab in labels]
+    boxes = [lab.get_window_extent() for lab in labels]
+    k = next((k for k in range(1, len(boxes) + 1) if not _overlapping(boxes[::k])), 1)
+    if k > 1:
+        setter = ax.set_xticks if axis == "x" else ax.set_yticks
+        setter(
+            ticks,
+            [text if i % k == 0 else "" for i, text in enumerate(texts)],
+            fontsize=labels[0].get_fontsize(),
+        )
+    return k
+
+
+def _overlapping(boxes: list[Any]) -> bool:
+    """Whether any two neighbouring boxes (display coordinates) overlap."""
+    return any(a.overlaps(b) for a, b in itertools.pairwise(boxes))
 
 
 def coefficients(model: Any, ax: Any = None, *, top: int = 20, target: int = 0) -> Any:

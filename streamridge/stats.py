@@ -426,6 +426,7 @@ def _check_is_stats_file(name: str) -> None:
     a model file, not an ``.npz``, an ``.npz`` without the statistics header)."""
     import zipfile
 
+    from .file_schema import not_an_npz
     from .outputs import written_by_streamridge
 
     fix = "give a statistics file (written by streamridge stats, merge or fit --save-stats)"
@@ -436,7 +437,8 @@ def _check_is_stats_file(name: str) -> None:
     if written_by_streamridge(name, "model"):
         raise ModelFileError(f"{name!r} is a streamridge model file, not a statistics file; {fix}")
     if not zipfile.is_zipfile(name):
-        raise ModelFileError(f"{name!r} is not a streamridge statistics file (not an .npz archive); {fix}")
+        what = not_an_npz(name) or "not readable as a zip archive"
+        raise ModelFileError(f"{name!r} is not a streamridge statistics file: it is {what}, not a .npz archive; {fix}")
     try:
         with zipfile.ZipFile(name) as z:
             has_meta = "meta_json.npy" in z.namelist()

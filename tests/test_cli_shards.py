@@ -157,7 +157,7 @@ def test_merge_of_a_file_that_is_not_statistics_says_what_it_is(tmp_path, store,
         (store, f"'{store}' is a directory, not a streamridge statistics file; {fix}"),
         (
             str(tmp_path / "notes.txt"),
-            f"'{tmp_path / 'notes.txt'}' is not a streamridge statistics file (not an .npz archive); {fix}",
+            f"'{tmp_path / 'notes.txt'}' is not a streamridge statistics file: it is a text file, not a .npz archive; {fix}",
         ),
         (
             str(tmp_path / "plain.npz"),

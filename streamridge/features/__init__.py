@@ -23,7 +23,7 @@ Example
 >>> model.fit(u, y, groups=series_id).predict(u_new)                    # doctest: +SKIP
 """
 
-from ._base import FeatureMap, check_features, sample_rows
+from ._base import FeatureMap, check_features, fitted_problem, sample_rows
 from ._compose import Concat, Pipeline
 from ._delays import Delays
 from ._kernel import Distances, Nystroem
@@ -56,6 +56,7 @@ __all__ = [
     "decode",
     "describe",
     "encode",
+    "fitted_problem",
     "from_dict",
     "from_json",
     "make_map",

@@ -15,7 +15,7 @@ A :class:`FeatureMap` turns raw input rows into feature rows.  It is
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -65,7 +65,9 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
 
     Subclasses set ``name``, implement :meth:`_fit_arrays` (draw weights / take a basis,
     given the input width and, if :attr:`n_sample` > 0, a seeded sample of input rows),
-    :meth:`_n_out` and :meth:`apply_chunk`, and list their fitted arrays in ``_arrays``.
+    :meth:`_n_out` and :meth:`apply_chunk`, list their fitted arrays in ``_arrays`` and
+    declare each one's shape in :meth:`_fitted_shape` (checked by :func:`fitted_problem`
+    when a map is read from a file).
     """
 
     name: ClassVar[str] = "map"
@@ -149,6 +151,21 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
 
     def _n_out(self) -> int:
         raise NotImplementedError
+
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        """The shape the fitted array ``name`` (one of ``_arrays``) has, from the parameters and input width.
+
+        The arrays are checked in the order of ``_arrays``, so a shape may depend on the
+        arrays listed before it (checked already).
+        """
+        raise NotImplementedError
+
+    def _fitted_parts(self) -> Iterator[tuple[FeatureMap, int]]:
+        """The fitted maps inside this one, each with the input width it must have (none: not composite).
+
+        Yielded one at a time: a part is checked before the width of the next is asked for.
+        """
+        return iter(())
 
     @property
     def n_features_out_(self) -> int:
@@ -262,6 +279,52 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         self.n_features_in_ = int(n_in)
         for a in self._arrays:
             setattr(self, a, np.asarray(arrays[a]))
+
+
+def fitted_problem(fmap: FeatureMap, where: str = "") -> str | None:
+    """What is wrong with a fitted map read from a file, or None when nothing is.
+
+    Checks the parameters (as :meth:`FeatureMap.fit` does), the input width, every fitted
+    array's dtype and shape (:meth:`FeatureMap._fitted_shape`) and finiteness, and the parts
+    of a composite map with the input width each must have.
+
+    Parameters
+    ----------
+    fmap : FeatureMap
+        As rebuilt by :func:`streamridge.features.from_dict`.
+    where : str
+        Where the map sits in an enclosing map, for the message (e.g. ``"pipeline part 1: "``).
+
+    Returns
+    -------
+    str or None
+        One line naming the map (and its place), e.g. ``feature map esn: array w_res_ has
+        shape (3, 3), expected (20, 20)``.
+    """
+    label = f"feature map {where}{fmap.name}"
+    try:
+        fmap._check_params()
+    except (ParameterError, TypeError, ValueError) as exc:
+        return f"{label}: {exc}"
+    n_in = getattr(fmap, "n_features_in_", None)
+    if isinstance(n_in, bool) or not isinstance(n_in, int) or n_in < 1:
+        return f"{label} is not fitted (n_features_in is {n_in!r}, expected an integer >= 1)"
+    for name in fmap._arrays:
+        a = getattr(fmap, name, None)
+        if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+            return f"{label}: array {name} is {'missing' if a is None else f'of dtype {a.dtype}'}, expected float"
+        expected = fmap._fitted_shape(name)
+        if a.shape != expected:
+            return f"{label}: array {name} has shape {a.shape}, expected {expected}"
+        if not np.isfinite(a).all():
+            return f"{label}: array {name} holds NaN or inf"
+    for i, (part, width) in enumerate(fmap._fitted_parts()):
+        if getattr(part, "n_features_in_", None) != width:
+            return f"{label}: part {i} ({part.name}) takes {getattr(part, 'n_features_in_', None)} inputs, expected {width}"
+        problem = fitted_problem(part, f"{where}{fmap.name} part {i}: ")
+        if problem:
+            return problem
+    return None
 
 
 def check_features(F: np.ndarray, row_start: int, fmap: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -109,6 +110,11 @@ class Concat(FeatureMap):
     def _n_out(self) -> int:
         return sum(m.n_features_out_ for m in _fitted(self))
 
+    def _fitted_parts(self) -> Iterator[tuple[FeatureMap, int]]:
+        """Every part takes the same inputs."""
+        for m in _fitted(self):
+            yield m, self.n_features_in_
+
     def init_state(self) -> Any:
         """One state per part."""
         return tuple(m.init_state() for m in _fitted(self))
@@ -201,6 +207,13 @@ class Pipeline(FeatureMap):
 
     def _n_out(self) -> int:
         return _fitted(self)[-1].n_features_out_
+
+    def _fitted_parts(self) -> Iterator[tuple[FeatureMap, int]]:
+        """Each step takes the features of the step before it."""
+        width = self.n_features_in_
+        for m in _fitted(self):
+            yield m, width
+            width = m.n_features_out_
 
     def init_state(self) -> Any:
         """One state per step."""

@@ -132,6 +132,12 @@ class Nystroem(FeatureMap):
     def _n_out(self) -> int:
         return int(self.basis_.shape[0])
 
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        if name == "basis_":
+            return (_n_rows(self.basis, int(self.n_components)), self.n_features_in_)
+        r = int(self.basis_.shape[0])  # basis_ is checked first
+        return (r, r) if self.whiten else (0, 0)
+
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk` (stateless)."""
         K = self._kernel(np.asarray(X, dtype=np.float64))
@@ -183,6 +189,9 @@ class Distances(FeatureMap):
 
     def _n_out(self) -> int:
         return int(self.references_.shape[0])
+
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        return (_n_rows(self.references, int(self.n_references)), self.n_features_in_)
 
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk` (stateless)."""

@@ -71,6 +71,9 @@ class RandomHidden(FeatureMap):
     def _n_out(self) -> int:
         return int(self.n_units) + (self.n_features_in_ if self.direct else 0)
 
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        return {"weights_": (int(self.n_units), self.n_features_in_), "bias_": (int(self.n_units),)}[name]
+
     def apply_chunk(self, X: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
         """See :meth:`FeatureMap.apply_chunk` (stateless)."""
         X = np.asarray(X, dtype=np.float64)

@@ -112,6 +112,10 @@ class EchoStateNetwork(FeatureMap):
     def _n_out(self) -> int:
         return int(self.n_units)
 
+    def _fitted_shape(self, name: str) -> tuple[int, ...]:
+        n = int(self.n_units)
+        return {"w_in_": (n, self.n_features_in_), "bias_": (n,), "w_res_": (n, n)}[name]
+
     def init_state(self) -> Any:
         """``(series id, steps into the series, state vector)`` before any row."""
         return (NO_SERIES, 0, None)
