@@ -18,7 +18,7 @@ import numpy as np
 
 import streamridge as sr
 from streamridge.features import RandomHidden
-from streamridge.model_io import save_model
+from streamridge.io.model_file import save_model
 from streamridge.sources import write_zarr
 
 

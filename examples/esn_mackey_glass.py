@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 import streamridge as sr
-from streamridge.demo import nrmse
+from streamridge.cli.demo import nrmse
 from streamridge.features import EchoStateNetwork
 
 

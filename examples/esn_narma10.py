@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.linear_model import Ridge
 
 import streamridge as sr
-from streamridge.demo import narma10, nrmse
+from streamridge.cli.demo import narma10, nrmse
 from streamridge.features import EchoStateNetwork
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from esn_narma10 import narma_series
 
 import streamridge as sr
-from streamridge.demo import nrmse
+from streamridge.cli.demo import nrmse
 from streamridge.errors import FoldError
 from streamridge.features import EchoStateNetwork
 

@@ -19,7 +19,7 @@ import sys
 if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
-    import streamridge.features.plan as plan
+    import streamridge.datapass.plan as plan
 
     plan.LOCKSTEP_SERIES = int(sys.argv[1])
     sys.argv = [os.path.join(here, "bench_features.py"), *sys.argv[2:]]

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.folds import FoldScheme
-from streamridge.kernel import CellAccumulator
+from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassSpec, accumulate
+from streamridge.stats.kernel import CellAccumulator
 
 FIELDS = ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 

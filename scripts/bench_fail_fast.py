@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 import zarr
 
+from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.partitions import plan_pass
+from streamridge.datapass.scheduling import CONNECT_TIMEOUT_S
 from streamridge.errors import InputError, SchedulerError, SourceError
-from streamridge.folds import FoldScheme
-from streamridge.partitions import plan_pass
-from streamridge.scheduling import CONNECT_TIMEOUT_S
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source, write_zarr
 from streamridge.sources._protocol import ArrayReader, RowGrid
 from streamridge.sources._url import HTTP_CONNECT_TIMEOUT
-from streamridge.stream import PassSpec, accumulate
 
 
 class Declared(ArrayReader):

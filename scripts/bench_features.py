@@ -193,7 +193,7 @@ def main() -> None:
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
         t_gemm = best(lambda: _matmul_cost(fmap, u, g, args.chunk_rows), args.repeats)
 
-        from streamridge.features import plan
+        from streamridge.datapass import plan
 
         sizes = plan.LANE_GROUP, plan.MAX_LANE_GROUP
         plan.LANE_GROUP = plan.MAX_LANE_GROUP = 1  # the series one at a time (before lanes ran in groups)
@@ -247,7 +247,7 @@ def _workers(est: dict, raw: str, repeats: int) -> tuple[float, float]:
     """The map pass on a local cluster of 1 and of 2 single-threaded worker processes, started as
     ``scheduler="local:N"`` starts them (each cluster started, and its workers warmed up by one untimed
     pass, before timing)."""
-    from streamridge.scheduling import scheduler_session
+    from streamridge.datapass.scheduling import scheduler_session
 
     out = []
     for n in (1, 2):
@@ -264,8 +264,8 @@ def _report_lane_results(est: dict, raw: str, args) -> None:
     its own series' folds ("own") or over all folds ("all", as before), alternated; CPU time, best of repeats."""
     import pickle
 
-    from streamridge import stream_lanes
-    from streamridge.features import plan
+    from streamridge.datapass import lanes as stream_lanes
+    from streamridge.datapass import plan
     from streamridge.sources import open_source
 
     model = sr.StreamRidgeCV(**est)
@@ -298,7 +298,7 @@ def _report_lane_results(est: dict, raw: str, args) -> None:
 def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
     """(start, stop) of every series, in groups of plan.group_size (the series one task of the pass runs together;
     here one series = one lane, as with --chunk-rows equal to --steps)."""
-    from streamridge.features.plan import group_size
+    from streamridge.datapass.plan import group_size
 
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     runs = list(zip(heads.tolist(), np.append(heads[1:], len(g)).tolist()))

@@ -9,7 +9,7 @@ For each K x N shape, statistics of random rows are built once; then ``build_for
 alternately on one thread and on the fold pool (one thread per core), ``--repeats``
 times per round, and prints per round the median and best wall time and the process's
 user and system CPU per build (system time: page faults of the K x N x N outputs).
-The forms are the same either way (``tests/test_parts.py``).
+The forms are the same either way (``tests/forms/test_parts.py``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-import streamridge.forms as forms
+import streamridge.forms.build as forms
 from streamridge.parallel import solve_stage_limits
-from streamridge.stats import from_chunk
+from streamridge.stats.kernel import from_chunk
 
 
 def _measure(stats, workers: int, repeats: int) -> tuple[float, float, float, float]:

@@ -36,8 +36,8 @@ from sklearn.linear_model import Ridge
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from streamridge import StreamRidgeCV
-from streamridge.folds import FoldScheme
-from streamridge.forms import build_forms, build_full_form
+from streamridge.folds.schemes import FoldScheme
+from streamridge.forms.build import build_forms, build_full_form
 from streamridge.parallel import map_folds, n_cpus, solve_stage_limits
 from streamridge.solvers import fold_errors
 
@@ -45,7 +45,7 @@ try:
     from streamridge.solvers.eigen import psd_eigh
 except ImportError:  # an older streamridge (to compare before/after with the same script): numpy's eigh
     psd_eigh = np.linalg.eigh
-from streamridge.stats import from_chunk
+from streamridge.stats.kernel import from_chunk
 
 
 def median_time(fn, repeats: int, clock=time.perf_counter) -> float:

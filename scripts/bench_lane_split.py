@@ -25,8 +25,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import streamridge as sr
+from streamridge.datapass.scheduling import scheduler_session
 from streamridge.features import EchoStateNetwork
-from streamridge.scheduling import scheduler_session
 
 
 def main() -> None:

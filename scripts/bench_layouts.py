@@ -116,9 +116,9 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
     import bench_stream  # the same read-only kernel and plan as bench_stream.py
 
     import streamridge
-    from streamridge.folds import FoldScheme
+    from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+    from streamridge.folds.schemes import FoldScheme
     from streamridge.sources import open_source
-    from streamridge.stream import PassReport, PassSpec, accumulate
 
     src = open_source(path)
     classes = tuple(float(c) for c in range(n_classes)) if n_classes > 1 else None

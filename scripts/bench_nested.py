@@ -1,4 +1,4 @@
-"""Benchmark of nested CV (streamridge.nested) and of the metric pass (streamridge.metric_pass).
+"""Benchmark of nested CV (streamridge.model_selection.nested) and of the metric pass (streamridge.model_selection.metric_pass).
 
 1. Nested CV at the paper's Table 1 shape (N=200, K=23, R=60) with lambda search
    only, and with backward selection at N=100: time of the K inner selections vs
@@ -27,16 +27,17 @@ import time
 
 import numpy as np
 
-from streamridge.folds import FoldScheme
-from streamridge.forms import build_forms, build_full_form
-from streamridge.grid import default_alphas
-from streamridge.metric_pass import make_plan, metric_pass
-from streamridge.metrics import fold_scores
+from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
+from streamridge.forms.build import build_forms, build_full_form
 from streamridge.model_selection.choose import SelectionConfig, choose_model
-from streamridge.nested import nested_cv
+from streamridge.model_selection.metric_pass import make_plan, metric_pass
+from streamridge.model_selection.metrics import fold_scores
+from streamridge.model_selection.nested import nested_cv
 from streamridge.parallel import solve_stage_limits
-from streamridge.stats import FoldStats, from_chunk
-from streamridge.stream import PassSpec, accumulate
+from streamridge.solvers.grid import default_alphas
+from streamridge.stats.foldstats import FoldStats
+from streamridge.stats.kernel import from_chunk
 
 
 def synthetic_stats(
@@ -124,7 +125,7 @@ def time_esn_passes(
     import dask.array as da
 
     from streamridge.features import EchoStateNetwork
-    from streamridge.folds import make_scheme
+    from streamridge.folds.schemes import make_scheme
     from streamridge.sources import open_source
 
     rng = np.random.default_rng(0)

@@ -30,10 +30,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 import bench_layouts
 import bench_stream
 
-import streamridge.partitions as partitions
-from streamridge.folds import FoldScheme
+import streamridge.datapass.partitions as partitions
+from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassReport, PassSpec, accumulate
 
 
 def _run(fn) -> tuple[float, float, float, int]:  # type: ignore[no-untyped-def]

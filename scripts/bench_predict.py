@@ -37,7 +37,7 @@ READ = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from streamridge.parallel import n_cpus
-from streamridge.partitions import block_ranges
+from streamridge.datapass.partitions import block_ranges
 from streamridge.sources import open_source
 src = open_source(sys.argv[1], require_y=False)
 readers, lo = src.pass_readers()
@@ -52,7 +52,7 @@ import sys
 import numpy as np
 import zarr
 from streamridge import StreamRidgeClassifierCV
-from streamridge.model_io import save_model
+from streamridge.io.model_file import save_model
 g = zarr.open_group(sys.argv[1], mode="r")
 X, y = g["X"][:200_000], g["y"][:200_000]
 k = int(sys.argv[3])
@@ -65,7 +65,7 @@ import sys
 import zarr
 from streamridge import StreamRidgeCV
 from streamridge.features import RandomHidden
-from streamridge.model_io import save_model
+from streamridge.io.model_file import save_model
 g = zarr.open_group(sys.argv[1], mode="r")
 X, y = g["X"][:200_000], g["y"][:200_000]
 save_model(StreamRidgeCV(cv=5, features=RandomHidden(int(sys.argv[3]), seed=0)).fit(X, y), sys.argv[2])

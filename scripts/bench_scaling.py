@@ -37,9 +37,9 @@ from typing import Any
 
 import psutil
 
-from streamridge.folds import FoldScheme
+from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassReport, PassSpec, accumulate
 
 ROOT = Path(__file__).resolve().parents[1]
 

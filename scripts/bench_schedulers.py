@@ -28,9 +28,9 @@ import numpy as np
 import psutil
 from _bench_data import write
 
-from streamridge.folds import FoldScheme
+from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassSpec, accumulate
 
 SPEC = PassSpec(FoldScheme("hash", 5), None, 1)
 

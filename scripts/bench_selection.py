@@ -27,10 +27,10 @@ from functools import partial
 
 import numpy as np
 
-from streamridge.folds import FoldScheme
-from streamridge.forms import Forms, build_forms
+from streamridge.folds.schemes import FoldScheme
+from streamridge.forms.build import Forms, build_forms
 from streamridge.selection import brute_force_path, select_features
-from streamridge.stats import from_chunk
+from streamridge.stats.kernel import from_chunk
 
 
 def synthetic_forms(N: int, K: int, T: int = 1, seed: int = 0) -> Forms:

@@ -65,7 +65,7 @@ def write_fit_data(directory: str) -> list[str]:
 
 def make_model(directory: str) -> str:
     code = (
-        "import numpy as np; from streamridge import StreamRidgeCV; from streamridge.model_io import save_model; "
+        "import numpy as np; from streamridge import StreamRidgeCV; from streamridge.io.model_file import save_model; "
         "r = np.random.default_rng(0); "
         f"save_model(StreamRidgeCV(cv=3).fit(r.standard_normal((200, 20)), r.standard_normal(200)), {directory!r} + '/m.npz')"
     )

@@ -33,9 +33,9 @@ import numpy as np
 from _bench_data import du, write
 from threadpoolctl import threadpool_limits
 
-from streamridge.folds import FoldScheme
+from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassReport, PassSpec, accumulate
 
 SPEC = PassSpec(FoldScheme("hash", 5), None, 1)
 
@@ -76,10 +76,10 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
     """
     import inspect
 
-    from streamridge.executors import reduce_partitions
-    from streamridge.partitions import plan_pass, run_partition, task_plan
-    from streamridge.scheduling import open_scheduler
-    from streamridge.stream import _stats_bytes, default_memory_budget
+    from streamridge.datapass.driver import _stats_bytes, default_memory_budget
+    from streamridge.datapass.executors import reduce_partitions
+    from streamridge.datapass.partitions import plan_pass, run_partition, task_plan
+    from streamridge.datapass.scheduling import open_scheduler
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()

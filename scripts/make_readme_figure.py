@@ -10,7 +10,7 @@ Writes the demo's echo-state-network / NARMA-10 data (as ``streamridge demo``:
 to a temporary zarr store, fits it with leave-one-series-out CV over the
 demo's lambda grid, then runs forward selection (lambda re-chosen for every
 feature set) up to ``--max-features`` states, and draws both with
-:mod:`streamridge.plot`.  Needs ``pip install "streamridge[plot]"``.
+:mod:`streamridge.report.plot`.  Needs ``pip install "streamridge[plot]"``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from matplotlib.figure import Figure
 
     import streamridge as sr
-    from streamridge import plot
-    from streamridge.demo import DEMO_ALPHAS, write_demo
+    from streamridge.cli.demo import DEMO_ALPHAS, write_demo
+    from streamridge.report import plot
     from streamridge.sources import open_source
 
     n_series, length = (5, 1000) if args.quick else (20, 5000)

@@ -25,10 +25,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_layouts
 
-import streamridge.stream as stream
-from streamridge.folds import FoldScheme
+import streamridge.datapass.driver as stream
+from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
-from streamridge.stream import PassSpec, accumulate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,23 +7,22 @@ cost independent of the number of rows (Buteneers et al., 2013).
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
 
-from .errors import StreamRidgeError
+from streamridge._version import __version__
+from streamridge.errors import StreamRidgeError
 
 if TYPE_CHECKING:  # imported on first use: `import streamridge` stays fast (no scikit-learn, dask, zarr)
-    from .estimators import StreamRidgeClassifierCV, StreamRidgeCV
-    from .stats import FoldStats, load_stats, merge, save_stats
+    from streamridge.estimators.ridge import StreamRidgeClassifierCV, StreamRidgeCV
+    from streamridge.stats.foldstats import FoldStats, load_stats, merge, save_stats
 
 _LAZY = {
-    "StreamRidgeCV": ".estimators",
-    "StreamRidgeClassifierCV": ".estimators",
-    "FoldStats": ".stats",
-    "load_stats": ".stats",
-    "merge": ".stats",
-    "save_stats": ".stats",
+    "StreamRidgeCV": ".estimators.ridge",
+    "StreamRidgeClassifierCV": ".estimators.ridge",
+    "FoldStats": ".stats.foldstats",
+    "load_stats": ".stats.foldstats",
+    "merge": ".stats.foldstats",
+    "save_stats": ".stats.foldstats",
 }
 
 __all__ = [
@@ -39,8 +38,8 @@ __all__ = [
 
 
 def load_model(path: str):  # type: ignore[no-untyped-def]
-    """Load a fitted estimator from a model file (no pickle); see :mod:`streamridge.model_io`."""
-    from .model_io import load_model as _load
+    """Load a fitted estimator from a model file (no pickle); see :mod:`streamridge.io.model_file`."""
+    from streamridge.io.model_file import load_model as _load
 
     return _load(path)
 

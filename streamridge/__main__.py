@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 if __name__ == "__main__":  # importing this module must not run the command line
-    from .cli import main
+    from streamridge.cli import main
 
     raise SystemExit(main())

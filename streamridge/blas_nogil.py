@@ -10,7 +10,7 @@ in ``scipy.linalg.cython_blas.__pyx_capi__``, the way numba does -- through
 pointers cannot be had, the updates fall back to NumPy's matmul (which also
 releases the GIL) plus an addition.
 
-Two updates serve the pass's kernel (:mod:`streamridge.kernel`) and the solve stage's forms (:mod:`streamridge.parts`):
+Two updates serve the pass's kernel (:mod:`streamridge.stats.kernel`) and the solve stage's forms (:mod:`streamridge.forms.parts`):
 
 * :func:`syrk_upper` -- ``C += A' A`` on the upper triangle of a Fortran-ordered ``C``;
 * :func:`gemm_tn` -- ``C += alpha B' A`` for a Fortran-ordered ``C``.

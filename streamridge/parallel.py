@@ -31,7 +31,7 @@ def blas_controller() -> ThreadpoolController:
     made before it, the controller left it threaded, and a pass of two tasks
     ran its rank-k updates on four BLAS threads over two cores (3x slower).
     """
-    from . import blas_nogil  # noqa: F401  (loads scipy's BLAS library: ~2 ms)
+    from streamridge import blas_nogil  # noqa: F401  (loads scipy's BLAS library: ~2 ms)
 
     return ThreadpoolController()
 

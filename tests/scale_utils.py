@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.folds import FoldScheme
+from streamridge.datapass.driver import PassSpec
+from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import write_zarr
-from streamridge.stats import FoldStats
-from streamridge.stream import PassSpec
+from streamridge.stats.foldstats import FoldStats
 
 ARRAYS = ("weight", "mean_x", "mean_y", "sxx", "sxy", "syy")
 

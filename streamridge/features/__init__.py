@@ -23,12 +23,12 @@ Example
 >>> model.fit(u, y, groups=series_id).predict(u_new)                    # doctest: +SKIP
 """
 
-from ._base import FeatureMap, check_features, fitted_problem, sample_rows
-from ._compose import Concat, Pipeline
-from ._delays import Delays
-from ._kernel import Distances, Nystroem
-from ._random import RandomHidden
-from ._registry import (
+from streamridge.features._base import FeatureMap, check_features, fitted_problem, sample_rows
+from streamridge.features._compose import Concat, Pipeline
+from streamridge.features._delays import Delays
+from streamridge.features._kernel import Distances, Nystroem
+from streamridge.features._random import RandomHidden
+from streamridge.features._registry import (
     MAPS,
     decode,
     describe,
@@ -40,7 +40,7 @@ from ._registry import (
     read_features_file,
     to_json,
 )
-from ._reservoir import EchoStateNetwork
+from streamridge.features._reservoir import EchoStateNetwork
 
 __all__ = [
     "MAPS",

@@ -23,11 +23,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..errors import InputError, NonFiniteError, ParameterError
-from ..folds import splitmix64
-from ..memory import check_map_memory
-from ._params import Constraints, param_error
-from ._series import check_contiguous, run_heads
+from streamridge.errors import InputError, NonFiniteError, ParameterError
+from streamridge.features._params import Constraints, param_error
+from streamridge.features._series import check_contiguous, run_heads
+from streamridge.folds.schemes import splitmix64
+from streamridge.stats.memory import check_map_memory
 
 FORMAT_VERSION = 1
 

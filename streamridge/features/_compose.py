@@ -9,9 +9,9 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import InputError
-from ._base import FeatureMap, Footprint, check_features
-from ._params import Constraints, MapList
+from streamridge.errors import InputError
+from streamridge.features._base import FeatureMap, Footprint, check_features
+from streamridge.features._params import Constraints, MapList
 
 _MAPS: Constraints = {"maps": (MapList(),)}
 
@@ -253,7 +253,7 @@ def _all_keep(masks: list[np.ndarray | None]) -> np.ndarray | None:
 def _mapped(m: FeatureMap, Z: Any, groups: Any) -> Any:
     """Z mapped by the fitted step m: a dask array for dask input, else in memory."""
     if hasattr(Z, "dask"):
-        from ._dask import map_dask
+        from streamridge.features._dask import map_dask
 
         return map_dask(m, Z, groups)
     Z = np.asarray(Z, dtype=np.float64)

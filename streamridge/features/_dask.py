@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import FeatureMap, check_features
+from streamridge.features._base import FeatureMap, check_features
 
 
 def _stateless(fmap: FeatureMap, block: np.ndarray, row_start: int) -> np.ndarray:
@@ -64,6 +64,6 @@ def map_dask(fmap: FeatureMap, X: Any, groups: Any = None) -> Any:
 
 def _check_runs_lazy(groups: Any, starts: np.ndarray) -> None:
     """Raise now if the (dask) series ids are not contiguous (reads the group column once)."""
-    from .plan import series_runs
+    from streamridge.features._series import series_runs
 
     series_runs(groups, starts)

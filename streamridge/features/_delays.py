@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import FeatureMap, Footprint
-from ._params import COUNT, Constraints
-from ._series import NO_SERIES, run_heads
+from streamridge.features._base import FeatureMap, Footprint
+from streamridge.features._params import COUNT, Constraints
+from streamridge.features._series import NO_SERIES, run_heads
 
 
 class Delays(FeatureMap):

@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import InputError
-from ._base import FeatureMap, Footprint
-from ._params import COUNT, SEED, Boolean, Choice, Constraints, NoneValue, Real, Rows
+from streamridge.errors import InputError
+from streamridge.features._base import FeatureMap, Footprint
+from streamridge.features._params import COUNT, SEED, Boolean, Choice, Constraints, NoneValue, Real, Rows
 
 KERNELS = ("rbf", "laplacian", "polynomial")
 METRICS = ("euclidean", "sqeuclidean", "cityblock")

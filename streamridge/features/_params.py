@@ -151,9 +151,7 @@ class MapList:
 
     def accepts(self, v: Any) -> bool:
         """True if ``v`` satisfies the constraint."""
-        from ._base import FeatureMap
-
-        return isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(m, FeatureMap) for m in v)
+        return isinstance(v, (list, tuple)) and len(v) > 0 and all(callable(getattr(m, "apply_chunk", None)) for m in v)
 
     def text(self) -> str:
         """What the constraint asks for, after "must be"."""

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import FeatureMap, Footprint, uniform
-from ._params import COUNT, SEED, Boolean, Choice, Constraints, Real
+from streamridge.features._base import FeatureMap, Footprint, uniform
+from streamridge.features._params import COUNT, SEED, Boolean, Choice, Constraints, Real
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu", "rbf")
 

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import FeatureMap, Footprint, uniform
-from ._lockstep import run_series
-from ._params import COUNT, SEED, Constraints, Integer, NoneValue, Real
-from ._series import NO_SERIES, run_heads
+from streamridge.features._base import FeatureMap, Footprint, uniform
+from streamridge.features._lockstep import run_series
+from streamridge.features._params import COUNT, SEED, Constraints, Integer, NoneValue, Real
+from streamridge.features._series import NO_SERIES, run_heads
 
 
 class EchoStateNetwork(FeatureMap):

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError, FoldError, InputError
+from streamridge.errors import CheckpointError, FoldError, InputError
+from streamridge.folds.schemes import plain
 
 
 def run_heads(groups: np.ndarray | None, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,14 +68,10 @@ def check_contiguous(pos: np.ndarray, ids: np.ndarray, row_start: int = 0) -> No
     dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) + 1
     k = int(min(order[dup]))  # the earliest run that repeats an earlier series
     raise InputError(
-        f"series {_plain(ids[k])!r} starts again at row {int(pos[k]) + row_start} after other series; "
+        f"series {plain(ids[k])!r} starts again at row {int(pos[k]) + row_start} after other series; "
         "stateful feature maps need the rows of each series contiguous and in time order "
         "(sort the data by series, then time)"
     )
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def merge_chunk_heads(heads: list[tuple[np.ndarray, np.ndarray]], starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,9 +192,44 @@ def check_washout(fmap: Any, heads: np.ndarray, ids: np.ndarray, end: int) -> No
     k = int(np.argmax(lengths))
     if lengths[k] > w:
         return
-    sid = _plain(ids[k])
+    sid = plain(ids[k])
     raise FoldError(
         f"the feature map's washout of {w} rows is at least as long as the longest series (series {sid!r}, "
         f"{int(lengths[k])} rows), so every row would be left out of the statistics; use a washout shorter "
         f"than {int(lengths[k])} rows or longer series"
     )
+
+
+def chunk_heads(block: Any) -> tuple[np.ndarray, np.ndarray]:
+    g = np.asarray(block).reshape(-1)
+    return run_heads(g, g.shape[0])
+
+
+def series_runs(groups: Any, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First row and id of every series run, checked contiguous (reads the group column once).
+
+    Parameters
+    ----------
+    groups : dask array of shape (n_rows,) with the chunks of the pass, array, or None
+    starts : array of int of shape (n_chunks,)
+        Global first row of every chunk.
+
+    Returns
+    -------
+    pos : array of int64 (global rows), ids : array
+    """
+    if groups is None:
+        return np.asarray(starts[:1], dtype=np.int64), np.zeros(min(1, len(starts)), dtype=np.int64)
+    if not hasattr(groups, "dask"):
+        g = np.asarray(groups).reshape(-1)
+        pos, ids = run_heads(g, g.shape[0])
+        pos = pos + int(starts[0]) if len(starts) else pos
+    else:
+        import dask
+        from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
+
+        blocks = groups.reshape(-1).to_delayed().reshape(-1)
+        heads = dask.compute(*[dask.delayed(chunk_heads)(b) for b in blocks], scheduler=threads)
+        pos, ids = merge_chunk_heads(list(heads), np.asarray(starts))
+    check_contiguous(pos, ids)
+    return pos, ids

@@ -15,9 +15,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..errors import ParameterError
-from ._base import FORMAT_VERSION, FeatureMap
-from ._params import param_error, shown
+from streamridge.errors import ParameterError
+from streamridge.features._base import FORMAT_VERSION, FeatureMap
+from streamridge.features._params import param_error, shown
 
 MAX_DEPTH = 16
 """Maps nested in maps (a pipeline holding a concat holding ...) at most this deep."""

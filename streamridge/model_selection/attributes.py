@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from .choose import Choice, path_table
+from streamridge.model_selection.choose import Choice, path_table
 
 #: the selection path's attributes (with ``selection``)
 SELECTION_ATTRS = ("selection_path_", "selection_best_step_", "selected_features_")
 #: the prefix curve's attributes (with ``feature_prefixes``)
 PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features_selected_")
-#: the attributes of ``scoring=``, set from the metric pass of a fit (:mod:`streamridge.scoring`)
+#: the attributes of ``scoring=``, set from the metric pass of a fit (:mod:`streamridge.model_selection.scoring`)
 METRIC_ATTRS = ("cv_scores_", "cv_confusion_", "rescore_steps_", "rescore_scores_")
 #: every attribute :func:`choice_attributes` may return
 CHOICE_ATTRS = (

@@ -1,18 +1,18 @@
 """The one model selection: the feature set and lambda chosen from per-fold forms.
 
 An estimator's fit calls :func:`choose_model` on the forms of all K folds;
-nested cross-validation (:func:`streamridge.nested.nested_cv`) calls the very
+nested cross-validation (:func:`streamridge.model_selection.nested.nested_cv`) calls the very
 same function on the forms of the K - 1 other folds of every outer fold.
 What it runs depends on the :class:`SelectionConfig`:
 
 .. code-block:: text
 
     alphas = the grid given, or default_alphas(full.A)
-    feature_prefixes:  (prefix size, lambda) by CV             streamridge.prefixes
+    feature_prefixes:  (prefix size, lambda) by CV             streamridge.selection.prefixes
     selection:         forward / backward / OP-RR path and      streamridge.selection
                        its stopping rule -> feature set S
     otherwise:         S = all features
-    lambda = choose(fold_errors(forms restricted to S))       streamridge.grid.choose
+    lambda = choose(fold_errors(forms restricted to S))       streamridge.solvers.grid.choose
 
 with ``alpha_rule="1se"`` (``one_se``), ``alpha_per_target`` (``per_target``)
 and class weights (``balanced``, applied when the forms are built) as the
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..forms import Forms, FullForm
-from ..grid import check_alphas, choose, default_alphas
-from ..solvers import fold_errors
+from streamridge.forms.build import Forms, FullForm
+from streamridge.solvers import fold_errors
+from streamridge.solvers.grid import check_alphas, choose, default_alphas
 
 if TYPE_CHECKING:
-    from ..prefixes import PrefixResult
-    from ..selection import SelectionResult
+    from streamridge.selection import SelectionResult
+    from streamridge.selection.prefixes import PrefixResult
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class SelectionConfig:
     ----------
     fit_intercept, standardize : bool
     balanced : bool or array of shape (n_classes,)
-        Class weights as :func:`streamridge.forms.class_factors` takes them.
+        Class weights as :func:`streamridge.forms.build.class_factors` takes them.
     alphas : array of shape (R,) or None
-        The lambda grid; None: :func:`streamridge.grid.default_alphas` of the
+        The lambda grid; None: :func:`streamridge.solvers.grid.default_alphas` of the
         training form (recomputed for every inner selection, as a fit on the
         rows of the other folds would).
     solver : {"eigen", "covariance"}
@@ -61,7 +61,7 @@ class SelectionConfig:
     force : tuple of int
     prefixes : sequence of int or None
         ``feature_prefixes``: the number of leading features chosen with lambda
-        (:mod:`streamridge.prefixes`), as given (checked by :func:`choose_model`).
+        (:mod:`streamridge.selection.prefixes`), as given (checked by :func:`choose_model`).
     """
 
     fit_intercept: bool = True
@@ -148,13 +148,13 @@ def choose_model(forms: Forms, full: FullForm, cfg: SelectionConfig) -> Choice:
 
 
 def _choose_alpha(E: np.ndarray, alphas: np.ndarray, cfg: SelectionConfig) -> np.ndarray:
-    """Index of the chosen lambda of fold errors E of shape (R, K, T) (:func:`streamridge.grid.choose`)."""
+    """Index of the chosen lambda of fold errors E of shape (R, K, T) (:func:`streamridge.solvers.grid.choose`)."""
     return np.asarray(choose(E, alphas, per_target=cfg.per_target, one_se=cfg.one_se))
 
 
 def _choose_prefix(forms: Forms, alphas: np.ndarray, cfg: SelectionConfig) -> Choice:
-    """Prefix size and lambda chosen jointly (:func:`streamridge.prefixes.prefix_errors`)."""
-    from ..prefixes import check_prefixes, prefix_errors
+    """Prefix size and lambda chosen jointly (:func:`streamridge.selection.prefixes.prefix_errors`)."""
+    from streamridge.selection.prefixes import check_prefixes, prefix_errors
 
     N = int(forms.At.shape[-1])
     sizes = check_prefixes(cfg.prefixes, N)
@@ -168,7 +168,7 @@ def _choose_prefix(forms: Forms, alphas: np.ndarray, cfg: SelectionConfig) -> Ch
 
 def selection_path(forms: Forms, full: FullForm, alphas: np.ndarray, cfg: SelectionConfig) -> SelectionResult:
     """The forward, backward or OP-RR path of ``cfg.selection`` with its stopping rule (:mod:`streamridge.selection`)."""
-    from ..selection import op_rr, select_features
+    from streamridge.selection import op_rr, select_features
 
     opts: dict[str, Any] = {
         "max_features": cfg.max_features,

@@ -1,6 +1,6 @@
 """Feature selection for ridge regression from per-fold quadratic forms.
 
-Three paths, all working on :class:`streamridge.forms.Forms` only (never on rows):
+Three paths, all working on :class:`streamridge.forms.build.Forms` only (never on rows):
 
 .. code-block:: python
 
@@ -25,7 +25,7 @@ to the lowest feature index.  ``steps[0]`` of the result is the starting set
 features).  The final set is the step of lowest criterion (ties, relative 1e-9, to fewer
 features) among sets with ``min_features <= size <= max_features``, or with
 ``one_se`` the smallest set within one standard error of it.  Lambda of each
-set is chosen by :func:`streamridge.grid.choose` (ties to the larger lambda).
+set is chosen by :func:`streamridge.solvers.grid.choose` (ties to the larger lambda).
 
 Cost per step, R lambdas, K folds, n features in the set, m candidates:
 backward O(R K n^2) after an O(R K N^3) start (Sherman-Morrison downdates);
@@ -38,8 +38,8 @@ full-data Gram matrix and picks the prefix length and lambda by K-fold CV.
 
 from __future__ import annotations
 
-from ._oprr import lars_ranking, op_rr
-from ._path import brute_force_path, select_features
-from ._result import SelectionResult, Step
+from streamridge.selection._oprr import lars_ranking, op_rr
+from streamridge.selection._path import brute_force_path, select_features
+from streamridge.selection._result import SelectionResult, Step
 
 __all__ = ["SelectionResult", "Step", "brute_force_path", "lars_ranking", "op_rr", "select_features"]

@@ -32,7 +32,7 @@ diagonal entry to below ``REFRESH`` (1e-6) of its value -- a removed feature
 nearly collinear with a kept one, at a tiny lambda -- the state is rebuilt
 from a fresh eigendecomposition.  Without that, paths at cond(At) ~ 1e22 with
 lambda = 1e-12 of the mean eigenvalue drift from a fresh solve by 2 %; with
-it, by 4e-11 (tests/test_selection.py::test_longer_ill_conditioned_path).
+it, by 4e-11 (tests/selection/test_selection.py::test_longer_ill_conditioned_path).
 At lambda >= 1e-10 of the mean eigenvalue no rebuild was triggered.
 
 State is ``R K n^2`` doubles.  When that exceeds the memory budget the engine
@@ -44,10 +44,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..forms import Forms
-from ..parallel import map_folds
-from ..solvers.eigen import fold_errors_eigen
-from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, product_then_downdate, sse
+from streamridge.forms.build import Forms
+from streamridge.parallel import map_folds
+from streamridge.selection._common import (
+    DOUBLE,
+    GridMin,
+    inverse_stack,
+    lambda_batches,
+    left,
+    product_then_downdate,
+    sse,
+)
+from streamridge.solvers.eigen import fold_errors_eigen
 
 
 class _State:

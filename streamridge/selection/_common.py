@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 from scipy.linalg.blas import dger as ger
 
-from ..parallel import map_folds
+from streamridge.parallel import map_folds
 
 #: candidates whose criterion is within this relative distance of the best are tied
 #: (the lowest feature index wins); it absorbs the rounding difference between the

@@ -35,10 +35,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..forms import Forms
-from ..parallel import map_folds, n_cpus
-from ..solvers.eigen import fold_errors_eigen
-from ._common import DOUBLE, GridMin, inverse_stack, lambda_batches, left, rank1_update, sse
+from streamridge.forms.build import Forms
+from streamridge.parallel import map_folds, n_cpus
+from streamridge.selection._common import (
+    DOUBLE,
+    GridMin,
+    inverse_stack,
+    lambda_batches,
+    left,
+    rank1_update,
+    sse,
+)
+from streamridge.solvers.eigen import fold_errors_eigen
 
 
 class _State:

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import ParameterError
-from ..forms import Forms, FullForm
-from ._forward import ForwardEngine
-from ._options import check_options
-from ._path import finish
-from ._result import SelectionResult, make_step
+from streamridge.errors import ParameterError
+from streamridge.forms.build import Forms, FullForm
+from streamridge.selection._forward import ForwardEngine
+from streamridge.selection._options import check_options
+from streamridge.selection._path import finish
+from streamridge.selection._result import SelectionResult, make_step
 
 
 def lars_ranking(A: np.ndarray, B: np.ndarray, n_samples: float) -> np.ndarray:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..forms import Forms
-from ..grid import check_alphas
+from streamridge.errors import ParameterError
+from streamridge.forms.build import Forms
+from streamridge.solvers.grid import check_alphas
 
 DIRECTIONS = ("forward", "backward")
 
@@ -55,7 +55,7 @@ def _int_in(name: str, value: object, lo: int, hi: int) -> int:
 def check_forms(forms: object) -> Forms:
     """The forms must be a :class:`Forms` with at least two features."""
     if not isinstance(forms, Forms):
-        raise ParameterError(f"forms must be a streamridge.forms.Forms; got {type(forms).__name__}")
+        raise ParameterError(f"forms must be a streamridge.forms.build.Forms; got {type(forms).__name__}")
     N = int(forms.At.shape[1])
     if N < 2:
         raise ParameterError(

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..forms import Forms
-from ._backward import BackwardEngine
-from ._common import Engine, pick_candidate
-from ._forward import ForwardEngine
-from ._options import Options, check_options
-from ._reference import BruteForceEngine
-from ._result import SelectionResult, Step, best_step, make_step
+from streamridge.forms.build import Forms
+from streamridge.selection._backward import BackwardEngine
+from streamridge.selection._common import Engine, pick_candidate
+from streamridge.selection._forward import ForwardEngine
+from streamridge.selection._options import Options, check_options
+from streamridge.selection._reference import BruteForceEngine
+from streamridge.selection._result import SelectionResult, Step, best_step, make_step
 
 
 def _stop_size(opts: Options) -> int:
@@ -125,7 +125,7 @@ def select_features(
     Parameters
     ----------
     forms : Forms
-        Per-fold quadratic forms (:func:`streamridge.forms.build_forms`), N >= 2 features.
+        Per-fold quadratic forms (:func:`streamridge.forms.build.build_forms`), N >= 2 features.
     alphas : array of shape (R,)
         Lambda grid (positive).
     direction : {"forward", "backward"}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..forms import Forms
-from ..solvers.covariance import fold_errors_covariance
-from ._common import criterion
+from streamridge.forms.build import Forms
+from streamridge.selection._common import criterion
+from streamridge.solvers.covariance import fold_errors_covariance
 
 
 def subset_errors(forms: Forms, alphas: np.ndarray, features: np.ndarray) -> np.ndarray:

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..grid import choose
-from ._common import criterion
+from streamridge.selection._common import criterion
+from streamridge.solvers.grid import choose
 
 #: relative tolerance under which two path errors count as equal (fewer features win)
 STEP_TIE_RTOL = 1e-9
@@ -24,7 +24,7 @@ class Step:
     n_features : int
         Size of the set after the step.
     alpha : float or array of shape (T,)
-        Lambda chosen for this set by :func:`streamridge.grid.choose` (per target
+        Lambda chosen for this set by :func:`streamridge.solvers.grid.choose` (per target
         if ``alpha_per_target``).
     cv_error : float
         K-fold validation squared error summed over folds and targets, minimised

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..forms import Forms
-from .covariance import fold_errors_covariance
-from .eigen import fold_errors_eigen, solve_full
+from streamridge.errors import ParameterError
+from streamridge.forms.build import Forms
+from streamridge.solvers.covariance import fold_errors_covariance
+from streamridge.solvers.eigen import fold_errors_eigen, solve_full
 
 SolverFn = Callable[..., np.ndarray]
 

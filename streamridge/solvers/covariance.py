@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..forms import Forms
-from ..parallel import map_folds
-from .linalg import RidgeSolver, ridge_solve
+from streamridge.forms.build import Forms
+from streamridge.parallel import map_folds
+from streamridge.solvers.linalg import RidgeSolver, ridge_solve
 
 __all__ = ["fold_errors_covariance", "ridge_solve", "validation_sse"]
 

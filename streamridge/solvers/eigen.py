@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..forms import Forms, FullForm
-from ..parallel import map_folds
-from .linalg import Eig, RidgeSolver, psd_eigh, range_coordinates, spectral_solve
+from streamridge.forms.build import Forms, FullForm
+from streamridge.parallel import map_folds
+from streamridge.solvers.linalg import Eig, RidgeSolver, psd_eigh, range_coordinates, spectral_solve
 
 __all__ = ["fold_errors_eigen", "psd_eigh", "solve_full"]
 

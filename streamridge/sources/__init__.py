@@ -7,7 +7,7 @@ or an open ``zarr.Group``), an HDF5 file (or an open ``h5py.File``/``Group``), a
 ``_npy``, ``_memory``; URLs in ``_url``) behind the reader protocol of
 :mod:`._protocol`: shape and dtype, the stored chunk grid along the rows, a read
 of a row range, a fingerprint of the stored bytes.  The pass reads through the
-readers (:mod:`streamridge.partitions`); every array is also exposed as a dask
+readers (:mod:`streamridge.datapass.partitions`); every array is also exposed as a dask
 array with shared row chunks (``Source.X`` ...) for prediction and user code,
 built on first access: a fit that only needs shapes, chunks and distinct
 values (``Source.shape``, ``row_chunks``, ``distinct``) never imports dask.
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InputError, SourceError
-from ._common import (
+from streamridge.errors import InputError, SourceError
+from streamridge.sources._common import (
     ROLES,
     check_arrays,
     choose_row_chunks,
@@ -33,10 +33,10 @@ from ._common import (
     string_list,
     to_dask,
 )
-from ._memory import DaskReader, MemoryContainer, NumpyReader, as_reader
-from ._npy import has_npy, open_npy
-from ._protocol import ArrayReader, Container, RowGrid
-from ._url import is_url, local_path, remote_options
+from streamridge.sources._memory import DaskReader, MemoryContainer, NumpyReader, as_reader
+from streamridge.sources._npy import has_npy, open_npy
+from streamridge.sources._protocol import ArrayReader, Container, RowGrid
+from streamridge.sources._url import is_url, local_path, remote_options
 
 if TYPE_CHECKING:  # dask.array is imported where a dask view is built (in the driver), not by a worker
     import dask.array as da
@@ -65,10 +65,10 @@ def _is_node(data: Any, package: str) -> bool:
     if type(data).__module__.split(".")[0] != package:
         return False
     if package == "zarr":
-        from ._zarr import is_zarr_node
+        from streamridge.sources._zarr import is_zarr_node
 
         return is_zarr_node(data)
-    from ._hdf5 import is_hdf5_node
+    from streamridge.sources._hdf5 import is_hdf5_node
 
     return is_hdf5_node(data)
 
@@ -305,8 +305,8 @@ def distinct_values(reader: ArrayReader, start: int, stop: int, block_rows: int 
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..parallel import n_cpus
-    from ..partitions import block_ranges
+    from streamridge.datapass.partitions import block_ranges
+    from streamridge.parallel import n_cpus
 
     def one(a: int, b: int) -> np.ndarray:
         return np.unique(reader.read(a, b).reshape(-1))
@@ -421,12 +421,12 @@ def _in_memory(role: str, value: Any, *, require_y: bool) -> Any:
 
 def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[Container, str]:
     if _is_node(data, "zarr"):
-        from ._zarr import ZarrContainer, zarr_node_location
+        from streamridge.sources._zarr import ZarrContainer, zarr_node_location
 
         location = zarr_node_location(data)
         return ZarrContainer(data, f"zarr store {location}"), location
     if _is_node(data, "h5py"):
-        from ._hdf5 import open_hdf5_node
+        from streamridge.sources._hdf5 import open_hdf5_node
 
         container = open_hdf5_node(data)
         return container, container.location
@@ -460,13 +460,13 @@ def _open_location(data: Any, storage_options: dict[str, Any] | None) -> tuple[C
 
 
 def _open_zarr(location: str, options: dict[str, Any] | None) -> Container:
-    from ._zarr import open_zarr
+    from streamridge.sources._zarr import open_zarr
 
     return open_zarr(location, storage_options=options)
 
 
 def _open_hdf5(location: str, options: dict[str, Any] | None) -> Container:
-    from ._hdf5 import open_hdf5
+    from streamridge.sources._hdf5 import open_hdf5
 
     return open_hdf5(location, storage_options=options)
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InputError, ParameterError, SourceError
-from ._protocol import Container
-from ._url import local_path
+from streamridge.errors import InputError, ParameterError, SourceError
+from streamridge.sources._protocol import Container
+from streamridge.sources._url import local_path
 
 if TYPE_CHECKING:
     import dask.array as da

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._zstream import decode_into
+from streamridge.sources._zstream import decode_into
 
 _DEFLATE, _SHUFFLE = 1, 2  # HDF5 filter ids
 

@@ -8,12 +8,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows, row_blocks
-from ._h5direct import chunk_table, direct_layout, read_rows
-from ._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
-from ._url import is_url, remote_errors
-from ._zstream import file_pieces
+from streamridge.errors import SourceError
+from streamridge.sources._common import ROLES, atomic_path, default_chunk_rows, row_blocks
+from streamridge.sources._h5direct import chunk_table, direct_layout, read_rows
+from streamridge.sources._protocol import ArrayReader, Container, RowGrid, file_fingerprint, sampled_hash
+from streamridge.sources._url import is_url, remote_errors
+from streamridge.sources._zstream import file_pieces
 
 
 def _open_file(location: str, storage_options: dict[str, Any] | None) -> h5py.File:

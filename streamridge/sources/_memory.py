@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ._npy import MemmapReader, is_whole_memmap
-from ._protocol import ArrayReader, Container, RowGrid
+from streamridge.errors import InputError
+from streamridge.sources._npy import MemmapReader, is_whole_memmap
+from streamridge.sources._protocol import ArrayReader, Container, RowGrid
 
 
 class NumpyReader(ArrayReader):
@@ -101,7 +101,7 @@ class DaskReader(ArrayReader):
         """The dask graph's name (a token of its inputs), or a NumPy array's content hash."""
         from dask.base import tokenize
 
-        from ._common import NUMPY_PREFIX
+        from streamridge.sources._common import NUMPY_PREFIX
 
         name = str(self.array.name)
         if not name.startswith(NUMPY_PREFIX):
@@ -138,7 +138,7 @@ def as_reader(value: Any, role: str) -> ArrayReader:
     if hasattr(value, "dask") and hasattr(value, "chunks"):
         return DaskReader(value)
     if type(value).__module__.startswith("zarr."):
-        from ._zarr import ZarrReader
+        from streamridge.sources._zarr import ZarrReader
 
         return ZarrReader.from_array(value)
     try:

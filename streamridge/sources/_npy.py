@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import InputError, SourceError
-from ._protocol import ArrayReader, Container, file_fingerprint
+from streamridge.errors import InputError, SourceError
+from streamridge.sources._protocol import ArrayReader, Container, file_fingerprint
 
 
 class NpyReader(ArrayReader):

@@ -9,7 +9,7 @@ import asyncio
 import os
 from typing import Any
 
-from ..errors import SourceError
+from streamridge.errors import SourceError
 
 HTTP_CONNECT_TIMEOUT = 10.0  # seconds to open a connection before a URL counts as unreachable
 HTTP_READ_TIMEOUT = 300.0  # seconds without a byte before a read is abandoned

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..errors import SourceError
-from ._common import ROLES, atomic_path, default_chunk_rows, is_dask_array, row_blocks
-from ._protocol import ArrayReader, Container, RowGrid
-from ._url import remote_errors
-from ._zstream import decode_pieces, direct_codec, read_rows, stream_chunk, stream_codec
+from streamridge.errors import SourceError
+from streamridge.sources._common import ROLES, atomic_path, default_chunk_rows, is_dask_array, row_blocks
+from streamridge.sources._protocol import ArrayReader, Container, RowGrid
+from streamridge.sources._url import remote_errors
+from streamridge.sources._zstream import decode_pieces, direct_codec, read_rows, stream_chunk, stream_codec
 
 
 class ZarrReader(ArrayReader):

@@ -445,7 +445,7 @@ def decode_pieces(
         The chunk's key, for messages.
     alloc : callable or None
         ``alloc(n)`` gives the C-contiguous array of ``n`` rows a piece is
-        decoded into (e.g. reused buffers, :class:`streamridge.piece_reads.PieceBuffers`);
+        decoded into (e.g. reused buffers, :class:`streamridge.sources.pieces.PieceBuffers`);
         None allocates a new array per piece.
     """
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))

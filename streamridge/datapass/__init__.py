@@ -1,0 +1,1 @@
+"""The data pass: planning, partition tasks, lanes of series, executors, schedulers and checkpoints."""

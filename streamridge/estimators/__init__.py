@@ -1,0 +1,1 @@
+"""The scikit-learn estimators and the core they share."""

@@ -1,0 +1,1 @@
+"""Fold schemes: which fold and class each row belongs to, and ``cv=`` splits."""

@@ -1,0 +1,1 @@
+"""Per-fold training and validation quadratic forms built from the statistics."""

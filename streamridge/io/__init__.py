@@ -1,0 +1,1 @@
+"""Files: model and statistics file schemas, and the rule for writing outputs."""

@@ -1,0 +1,1 @@
+"""Summaries, plot data, plots and the HTML report of a fitted model."""
