@@ -27,7 +27,14 @@ K = 4
 ALPHAS = np.array([0.1, 3.0, 100.0])
 BANDS = [np.arange(0, 3), np.arange(3, 7), np.arange(7, 9)]
 WEIGHTS = np.array(
-    [[1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.3, 0.1], [0.05, 0.15, 0.8]]
+    [
+        [1 / 3, 1 / 3, 1 / 3],
+        [1.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+        [0.6, 0.3, 0.1],
+        [0.05, 0.15, 0.8],
+    ]
 )
 
 
@@ -61,7 +68,9 @@ def reference_banded(X, Y, folds, alphas, gains, w=None, *, fit_intercept=True, 
             sc = StandardScaler(with_mean=fit_intercept).fit(Xt, sample_weight=wt)
             Xt, Xv = sc.transform(Xt), sc.transform(Xv)
         for r, a in enumerate(alphas):
-            m = Ridge(alpha=a, fit_intercept=fit_intercept, solver="cholesky").fit(Xt * gains, Y[tr], sample_weight=wt)
+            m = Ridge(alpha=a, fit_intercept=fit_intercept, solver="cholesky").fit(
+                Xt * gains, Y[tr], sample_weight=wt
+            )
             P = m.predict(Xv * gains)
             sse[r, k] = (wv[:, None] * (P - Y[va]) ** 2).sum(axis=0)
             r2[r, k] = r2_score(Y[va], P, sample_weight=wv, multioutput="raw_values")
@@ -122,7 +131,9 @@ def test_choice_per_target_equals_brute_force(rng, scoring):
     np.testing.assert_array_equal(found.alpha_index, r)
     np.testing.assert_array_equal(found.band_weights, WEIGHTS[s])
     assert len(set(s.tolist())) > 1  # the targets do not all choose alike
-    shared = banded_search(forms, BANDS, WEIGHTS, ALPHAS, scoring=scoring, moments=validation_moments(stats), per_target=False)
+    shared = banded_search(
+        forms, BANDS, WEIGHTS, ALPHAS, scoring=scoring, moments=validation_moments(stats), per_target=False
+    )
     s0, r0 = np.unravel_index(loss.sum(axis=2).argmin(), loss.shape[:2])
     assert (shared.weight_index, shared.alpha_index) == (s0, r0)
     assert shared.band_weights.shape == (3,) and shared.cv_scores.shape == (6,)
@@ -133,12 +144,17 @@ def test_summary_without_fold_scores_gives_the_same_choice(rng):
     X, Y, folds = make_data(rng, T=4)
     _, forms = forms_of(X, Y, folds)
     full = banded_search(forms, BANDS, WEIGHTS, ALPHAS, one_se=True)
-    small = banded_search(forms, BANDS, WEIGHTS, ALPHAS, one_se=True, keep_bytes=8 * 6 * 3 * K * 4 - 1, max_bytes=1)
+    small = banded_search(
+        forms, BANDS, WEIGHTS, ALPHAS, one_se=True, keep_bytes=8 * 6 * 3 * K * 4 - 1, max_bytes=1
+    )
     assert small.fold_scores is None and full.fold_scores is not None
     np.testing.assert_array_equal(small.weight_index, full.weight_index)
     np.testing.assert_array_equal(small.alpha_index, full.alpha_index)
     np.testing.assert_allclose(small.cv_scores, full.cv_scores, rtol=1e-12)
-    np.testing.assert_allclose(full.cv_scores, full.fold_scores.mean(axis=2)[np.arange(6)[:, None], full.alpha_index_of_weights, np.arange(4)])
+    np.testing.assert_allclose(
+        full.cv_scores,
+        full.fold_scores.mean(axis=2)[np.arange(6)[:, None], full.alpha_index_of_weights, np.arange(4)],
+    )
 
 
 def test_unit_weights_equal_plain_ridge(rng):
@@ -147,7 +163,9 @@ def test_unit_weights_equal_plain_ridge(rng):
     _, forms = forms_of(X, Y, folds)
     plain = fold_scores(forms, ALPHAS, scoring="sse")
     found = banded_search(forms, BANDS, np.array([[1.0, 1.0, 1.0], [1 / 3, 1 / 3, 1 / 3]]), ALPHAS / 3)
-    np.testing.assert_allclose(found.fold_scores[0], fold_scores(forms, ALPHAS / 3, scoring="sse"), rtol=1e-10)
+    np.testing.assert_allclose(
+        found.fold_scores[0], fold_scores(forms, ALPHAS / 3, scoring="sse"), rtol=1e-10
+    )
     np.testing.assert_allclose(found.fold_scores[1], plain, rtol=1e-10)
 
 
@@ -185,11 +203,19 @@ def test_bands_are_checked():
     assert [b.tolist() for b in check_bands({"a": [0], "b": np.array([2, 1])}, 3)] == [[0], [1, 2]]
     cases = [
         ([[0, 1], [1, 2]], 3, r"^feature 1 is in bands 0 and 1; put every feature in exactly one band$"),
-        ([[0], [2]], 4, r"^features \[1, 3\] \(2 of 4\) are in no band; put every feature in exactly one band$"),
+        (
+            [[0], [2]],
+            4,
+            r"^features \[1, 3\] \(2 of 4\) are in no band; put every feature in exactly one band$",
+        ),
         ([[0, 5]], 3, r"^band 0 holds feature 5, out of range for 3 features \(0..2\)$"),
         ([[0, 1, 2], []], 3, r"^band 1 is empty; every band needs at least one feature$"),
         ([[0, 0, 1]], 2, r"^band 0 holds feature 0 twice; list every feature once$"),
-        ([[0.5, 1]], 2, r"^band 0 must be a slice or a 1-D array of integer feature indices; got \[0.5, 1.0\]$"),
+        (
+            [[0.5, 1]],
+            2,
+            r"^band 0 must be a slice or a 1-D array of integer feature indices; got \[0.5, 1.0\]$",
+        ),
         ([], 2, r"^bands must be a non-empty list of feature index arrays or slices; got bands=\[\]$"),
     ]
     for bands, n, msg in cases:
@@ -200,13 +226,61 @@ def test_bands_are_checked():
 def test_band_weights_are_checked():
     np.testing.assert_array_equal(check_band_weights([0.0, 2.0], 2), [[0.0, 2.0]])
     cases = [
-        (np.ones((2, 3)), r"^band_weights must be an int or an array of shape \(n_samples, 2\); got shape \(2, 3\)$"),
-        ([[1.0, -0.5]], r"^band_weights rows must be finite, non-negative and not all zero; row 0 is \[1.0, -0.5\]$"),
-        ([[1.0, 1.0], [0.0, 0.0]], r"^band_weights rows must be finite, non-negative and not all zero; row 1 is \[0.0, 0.0\]$"),
+        (
+            np.ones((2, 3)),
+            r"^band_weights must be an int or an array of shape \(n_samples, 2\); got shape \(2, 3\)$",
+        ),
+        (
+            [[1.0, -0.5]],
+            r"^band_weights rows must be finite, non-negative and not all zero; row 0 is \[1.0, -0.5\]$",
+        ),
+        (
+            [[1.0, 1.0], [0.0, 0.0]],
+            r"^band_weights rows must be finite, non-negative and not all zero; row 1 is \[0.0, 0.0\]$",
+        ),
         ([[np.nan, 1.0]], r"row 0 is \[nan, 1.0\]$"),
     ]
     for weights, msg in cases:
         with pytest.raises(ParameterError, match=msg):
             check_band_weights(weights, 2)
-    with pytest.raises(ParameterError, match=r"^band_weights must be at least 4 for 3 bands \(the equal weights and each band alone\); got band_weights=3$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"^band_weights must be at least 4 for 3 bands \(the equal weights and each band alone\); got band_weights=3$",
+    ):
         band_weights(3, 3)
+
+
+def test_equals_himalaya_banded_ridge_cv(rng):
+    """The same folds, lambdas and weight vectors, scored by R²: the same choices, CV scores and coefficients.
+
+    Weight vectors with a zero are left out: himalaya's BandedRidgeCV divides the features by sqrt(gamma) after
+    each weight vector and turns them into NaN.
+    """
+    himalaya_ridge = pytest.importorskip("himalaya.ridge")
+    himalaya_scoring = pytest.importorskip("himalaya.scoring")
+    from sklearn.model_selection import PredefinedSplit
+
+    X, Y, folds = make_data(rng, M=160, T=8)
+    stats, forms = forms_of(X, Y, folds)
+    weights, alphas = sample_band_weights(3, 14, seed=1)[4:], np.logspace(-1, 3, 6)
+    weights[0] = 1 / 3
+    found = banded_search(forms, BANDS, weights, alphas, scoring="r2", moments=validation_moments(stats))
+    coef, intercept = banded_solve_full(
+        build_full_form(stats), BANDS, weights, found.weight_index, found.alpha
+    )
+    model = himalaya_ridge.BandedRidgeCV(
+        groups=np.repeat([0, 1, 2], [3, 4, 2]),
+        fit_intercept=True,
+        cv=PredefinedSplit(folds),
+        solver_params=dict(
+            n_iter=weights, alphas=alphas, score_func=himalaya_scoring.r2_score, progress_bar=False
+        ),
+    ).fit(X, Y)
+    assert len(np.unique(found.weight_index)) > 1 and len(np.unique(found.alpha_index)) > 1
+    slope = 1e-10 * np.log(alphas[found.alpha_index_of_weights])  # himalaya's tie-break, added to its scores
+    np.testing.assert_allclose(found.cv_scores, np.asarray(model.cv_scores_) - slope, rtol=1e-8)
+    np.testing.assert_allclose(found.alpha, np.asarray(model.best_alphas_), rtol=1e-12)
+    chosen = np.exp(np.asarray(model.deltas_)) * np.asarray(model.best_alphas_)
+    np.testing.assert_allclose(found.band_weights, chosen.T, rtol=1e-10)
+    np.testing.assert_allclose(coef, np.asarray(model.coef_).T, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(intercept, np.asarray(model.intercept_), rtol=1e-8)

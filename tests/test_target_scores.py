@@ -77,10 +77,14 @@ def test_r2_and_correlation_equal_refits(rng, fit_intercept, weighted, standardi
     stats, forms = forms_of(X, Y, folds, w, fit_intercept=fit_intercept, standardize=standardize)
     moments = validation_moments(stats)
     r2, corr = reference_scores(X, Y, folds, ALPHAS, w, fit_intercept=fit_intercept, standardize=standardize)
-    np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="r2", moments=moments), r2, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        fold_scores(forms, ALPHAS, scoring="r2", moments=moments), r2, rtol=1e-8, atol=1e-12
+    )
     got = fold_scores(forms, ALPHAS, scoring="correlation", moments=moments)
     np.testing.assert_allclose(got, corr, rtol=1e-8, atol=1e-12)
-    sse = reference_fold_errors(X, Y, folds, ALPHAS, fit_intercept=fit_intercept, standardize=standardize, sample_weight=w)
+    sse = reference_fold_errors(
+        X, Y, folds, ALPHAS, fit_intercept=fit_intercept, standardize=standardize, sample_weight=w
+    )
     np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="sse"), sse, rtol=1e-8)
 
 
@@ -95,7 +99,9 @@ def test_ill_conditioned_scores_within_1e6(rng):
     moments = validation_moments(stats)
     alphas = np.array([1e-8, 1e-5, 1e-2, 10.0])
     r2, corr = reference_scores(X, Y, folds, alphas)
-    np.testing.assert_allclose(fold_scores(forms, alphas, scoring="r2", moments=moments), r2, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        fold_scores(forms, alphas, scoring="r2", moments=moments), r2, rtol=1e-6, atol=1e-7
+    )
     got = fold_scores(forms, alphas, scoring="correlation", moments=moments)
     np.testing.assert_allclose(got, corr, rtol=1e-6, atol=1e-7)
 
@@ -107,7 +113,9 @@ def test_fewer_validation_rows_than_features(rng):
     moments = validation_moments(stats)
     r2, corr = reference_scores(X, Y, folds, ALPHAS)
     np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="r2", moments=moments), r2, rtol=1e-8)
-    np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="correlation", moments=moments), corr, rtol=1e-8)
+    np.testing.assert_allclose(
+        fold_scores(forms, ALPHAS, scoring="correlation", moments=moments), corr, rtol=1e-8
+    )
 
 
 def test_squared_error_equals_eigen_solver_and_batches_agree(rng):
@@ -150,7 +158,9 @@ def test_validation_moments_with_class_weights(rng):
         mean = np.average(Y[va], axis=0, weights=wv)
         np.testing.assert_allclose(mo.mean_y[i], mean, rtol=1e-12)
         np.testing.assert_allclose(mo.syy[i], (wv[:, None] * (Y[va] - mean) ** 2).sum(axis=0), rtol=1e-10)
-        np.testing.assert_allclose(mo.mean_x[i], np.average(X[va], axis=0, weights=wv), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(
+            mo.mean_x[i], np.average(X[va], axis=0, weights=wv), rtol=1e-10, atol=1e-14
+        )
         assert mo.n[i] == pytest.approx(wv.sum(), rel=1e-12)
 
 
@@ -180,7 +190,10 @@ def test_choose_scores_is_the_best_mean_score(rng):
     assert idx[4] == 8
     shared = choose_scores(S, alphas, scoring="r2", per_target=False)
     assert shared == np.argmax(S.mean(axis=(1, 2)))
-    for per_target in (True, False):  # the 1-SE rule as the metric pass's choice, an independent implementation
+    for per_target in (
+        True,
+        False,
+    ):  # the 1-SE rule as the metric pass's choice, an independent implementation
         one_se = choose_scores(S, alphas, scoring="r2", per_target=per_target, one_se=True)
         np.testing.assert_array_equal(one_se, choose_by_score(S, alphas, per_target=per_target, one_se=True))
     E = fold_scores(forms, alphas, scoring="sse")
@@ -189,10 +202,38 @@ def test_choose_scores_is_the_best_mean_score(rng):
     )
 
 
+@pytest.mark.parametrize("scoring", ["r2", "correlation"])
+def test_choice_and_scores_equal_himalaya_ridge_cv(rng, scoring):
+    """The same folds and lambdas, one lambda per target: himalaya's choice and CV score (less its tie-break slope)."""
+    himalaya_ridge = pytest.importorskip("himalaya.ridge")
+    himalaya_scoring = pytest.importorskip("himalaya.scoring")
+    from sklearn.model_selection import PredefinedSplit
+
+    X, Y, folds = make_data(rng, T=8)
+    Y[:, :3] += 3 * rng.standard_normal((len(Y), 3))
+    stats, forms = forms_of(X, Y, folds)
+    alphas = np.logspace(-1, 4, 8)
+    S = fold_scores(forms, alphas, scoring=scoring, moments=validation_moments(stats))
+    idx = choose_scores(S, alphas, scoring=scoring, per_target=True)
+    score_func = himalaya_scoring.r2_score if scoring == "r2" else himalaya_scoring.correlation_score
+    model = himalaya_ridge.RidgeCV(
+        alphas=alphas,
+        fit_intercept=True,
+        cv=PredefinedSplit(folds),
+        solver_params=dict(score_func=score_func),
+    ).fit(X, Y)
+    assert len(np.unique(idx)) > 1
+    np.testing.assert_allclose(alphas[idx], np.asarray(model.best_alphas_), rtol=1e-12)
+    best = S.mean(axis=1)[idx, np.arange(8)]
+    np.testing.assert_allclose(best, np.asarray(model.cv_scores_) - 1e-10 * np.log(alphas[idx]), rtol=1e-8)
+
+
 def test_scoring_and_moments_are_checked(rng):
     X, Y, folds = make_data(rng)
     _, forms = forms_of(X, Y, folds)
-    with pytest.raises(ParameterError, match=r"scoring must be one of \['correlation', 'r2', 'sse'\]; got scoring='R2'"):
+    with pytest.raises(
+        ParameterError, match=r"scoring must be one of \['correlation', 'r2', 'sse'\]; got scoring='R2'"
+    ):
         fold_scores(forms, ALPHAS, scoring="R2")
     with pytest.raises(ParameterError, match=r"scoring='r2' needs the validation folds' moments"):
         fold_scores(forms, ALPHAS, scoring="r2")

@@ -64,16 +64,26 @@ def check_bands(bands: Sequence[object] | Mapping[str, object], n_features: int)
     -------
     list of arrays of int, one per band, each sorted
     """
-    items = list(bands.values()) if isinstance(bands, Mapping) else list(bands) if not isinstance(bands, str) else []
+    items = (
+        list(bands.values())
+        if isinstance(bands, Mapping)
+        else list(bands)
+        if not isinstance(bands, str)
+        else []
+    )
     if not items:
-        raise ParameterError(f"bands must be a non-empty list of feature index arrays or slices; got bands={bands!r}")
+        raise ParameterError(
+            f"bands must be a non-empty list of feature index arrays or slices; got bands={bands!r}"
+        )
     out = [_band_columns(b, i, n_features) for i, b in enumerate(items)]
     owner = np.full(n_features, -1)
     for i, cols in enumerate(out):
         taken = cols[owner[cols] >= 0]
         if taken.size:
             j = int(taken[0])
-            raise ParameterError(f"feature {j} is in bands {int(owner[j])} and {i}; put every feature in exactly one band")
+            raise ParameterError(
+                f"feature {j} is in bands {int(owner[j])} and {i}; put every feature in exactly one band"
+            )
         owner[cols] = i
     missing = np.flatnonzero(owner < 0)
     if missing.size:
@@ -92,13 +102,17 @@ def _band_columns(band: object, i: int, n_features: int) -> np.ndarray:
         if raw.size == 0:
             raise ParameterError(f"band {i} is empty; every band needs at least one feature")
         if raw.dtype.kind not in "iu" or raw.ndim != 1:
-            raise ParameterError(f"band {i} must be a slice or a 1-D array of integer feature indices; got {_short(raw)}")
+            raise ParameterError(
+                f"band {i} must be a slice or a 1-D array of integer feature indices; got {_short(raw)}"
+            )
         cols = raw.astype(np.intp)
     if cols.size == 0:
         raise ParameterError(f"band {i} is empty; every band needs at least one feature")
     bad = cols[(cols < 0) | (cols >= n_features)]
     if bad.size:
-        raise ParameterError(f"band {i} holds feature {int(bad[0])}, out of range for {n_features} features (0..{n_features - 1})")
+        raise ParameterError(
+            f"band {i} holds feature {int(bad[0])}, out of range for {n_features} features (0..{n_features - 1})"
+        )
     cols = np.sort(cols)
     twice = cols[1:][cols[1:] == cols[:-1]]
     if twice.size:
@@ -137,7 +151,11 @@ def sample_band_weights(
     if n_bands == 1:
         return np.ones((1, 1))
     fixed = np.vstack([np.full((1, n_bands), 1.0 / n_bands), np.eye(n_bands)])
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < fixed.shape[0]:
+    if (
+        isinstance(n_samples, bool)
+        or not isinstance(n_samples, (int, np.integer))
+        or n_samples < fixed.shape[0]
+    ):
         raise ParameterError(
             f"band_weights must be at least {fixed.shape[0]} for {n_bands} bands (the equal weights and each band "
             f"alone); got band_weights={n_samples!r}"
@@ -150,7 +168,10 @@ def _dirichlet(n: int, n_bands: int, concentration: Sequence[float], seed: int) 
     conc = np.atleast_1d(np.asarray(concentration, dtype=np.float64))
     per = int(np.ceil(n / len(conc))) if n else 0
     rs = np.random.RandomState(seed)
-    draws = [rs.dirichlet([a] * n_bands, per) if np.isfinite(a) else np.full((per, n_bands), 1.0 / n_bands) for a in conc]
+    draws = [
+        rs.dirichlet([a] * n_bands, per) if np.isfinite(a) else np.full((per, n_bands), 1.0 / n_bands)
+        for a in conc
+    ]
     return np.stack(draws, axis=1).reshape(-1, n_bands)[:n]
 
 
@@ -294,11 +315,17 @@ def banded_search(
     best, best_alpha = np.empty((S, cols)), np.empty((S, cols), dtype=np.intp)
     for s in range(S):
         gains = feature_gains(bands, weights[s], N)
-        scores = fold_scores(forms, alphas, scoring=scoring, moments=moments, gains=gains, max_bytes=max_bytes)
+        scores = fold_scores(
+            forms, alphas, scoring=scoring, moments=moments, gains=gains, max_bytes=max_bytes
+        )
         if keep is not None:
             keep[s] = scores
-        idx = np.atleast_1d(choose_scores(scores, alphas, scoring=scoring, per_target=per_target, one_se=one_se))
-        mean = scores.mean(axis=1) if per_target else scores.mean(axis=1).sum(axis=1, keepdims=True)  # (R, cols)
+        idx = np.atleast_1d(
+            choose_scores(scores, alphas, scoring=scoring, per_target=per_target, one_se=one_se)
+        )
+        mean = (
+            scores.mean(axis=1) if per_target else scores.mean(axis=1).sum(axis=1, keepdims=True)
+        )  # (R, cols)
         best[s], best_alpha[s] = mean[idx, np.arange(cols)], idx
     w_idx = _first_best(best, higher=SCORINGS[scoring])
     a_idx = best_alpha[w_idx, np.arange(cols)]

@@ -32,6 +32,7 @@ has fewer rows than features.  ``scripts/bench_banded.py`` times the two.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,8 +174,9 @@ def fold_quadratics(
     FoldQuadratics
     """
     alphas = np.asarray(alphas, dtype=np.float64)
-    rows, g = _active(gains, At.shape[0])
-    if g is not None:
+    active = _active(gains, At.shape[0])
+    if active is not None:
+        rows, g = active
         At = At[np.ix_(rows, rows)] * np.outer(g, g)
         Av = Av[np.ix_(rows, rows)] * np.outer(g, g)
         dx = None if dx is None else dx[rows] * g
@@ -188,18 +190,18 @@ def fold_quadratics(
     tb = batch_width(N, fac.rank, R, max_bytes)
     for s in range(0, T, tb):
         cols = slice(s, min(T, s + tb))
-        Bc = range_coordinates(fac.C, fac.null, _scaled(Bt, rows, g, cols))
-        c[:, cols] = inv @ (Bc * (fac.C.T @ _scaled(Bv, rows, g, cols)))
+        Bc = range_coordinates(fac.C, fac.null, _scaled(Bt, active, cols))
+        c[:, cols] = inv @ (Bc * (fac.C.T @ _scaled(Bv, active, cols)))
         if m is not None and p is not None:
             m[:, cols] = (inv * p[None, :]) @ Bc
         q[:, cols] = _squared_norms(fac, inv, Bc)
     return FoldQuadratics(q, c, m)
 
 
-def _active(gains: np.ndarray | None, n: int) -> tuple[np.ndarray | slice, np.ndarray | None]:
-    """Rows of the features of positive gain and their gains, or all rows and None without gains."""
+def _active(gains: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Rows of the features of positive gain and their gains (None without gains)."""
     if gains is None:
-        return slice(None), None
+        return None
     g = np.asarray(gains, dtype=np.float64)
     if g.shape != (n,):
         raise ValueError(f"gains must have shape ({n},); got {g.shape}")
@@ -207,10 +209,11 @@ def _active(gains: np.ndarray | None, n: int) -> tuple[np.ndarray | slice, np.nd
     return rows, g[rows]
 
 
-def _scaled(B: np.ndarray, rows: np.ndarray | slice, g: np.ndarray | None, cols: slice) -> np.ndarray:
-    """``G B[rows, cols]`` (a view of B without gains)."""
-    if g is None:
-        return B[rows, cols]
+def _scaled(B: np.ndarray, active: tuple[np.ndarray, np.ndarray] | None, cols: slice) -> np.ndarray:
+    """``G B[rows, cols]`` of the active rows (a view of ``B[:, cols]`` without gains)."""
+    if active is None:
+        return B[:, cols]
+    rows, g = active
     out = B[rows, cols]  # fancy rows: a copy
     out *= g[:, None]
     return out
@@ -227,7 +230,7 @@ def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np
     edges = panel_edges(fac.rank)
     Z = np.empty((int(np.max(np.diff(edges))), tb))
     for r in range(R):
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        for lo, hi in itertools.pairwise(edges):
             panel = fac.Lt[lo:hi, lo:] * invp[r, None, lo:]
             z = Z[: hi - lo]
             np.matmul(panel, Bp[lo:], out=z)

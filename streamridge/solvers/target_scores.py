@@ -93,7 +93,9 @@ def check_scoring(scoring: object) -> str:
     return scoring
 
 
-def validation_moments(stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0) -> ValidationMoments:
+def validation_moments(
+    stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0
+) -> ValidationMoments:
     """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build_forms` weighs them.
 
     Parameters
@@ -135,7 +137,9 @@ def fold_offsets(forms: Forms, moments: ValidationMoments) -> tuple[np.ndarray, 
     return dx, dy
 
 
-def fold_targets(forms: Forms, moments: ValidationMoments | None, k: int, dy: np.ndarray | None) -> FoldTargets:
+def fold_targets(
+    forms: Forms, moments: ValidationMoments | None, k: int, dy: np.ndarray | None
+) -> FoldTargets:
     """The :class:`FoldTargets` of fold k (``moments`` and ``dy`` may be None for the squared error)."""
     T = forms.cv.shape[1]
     if moments is None or dy is None:
@@ -202,7 +206,9 @@ def fold_scores(
     """
     scoring = check_scoring(scoring)
     if scoring != "sse" and moments is None:
-        raise ParameterError(f"scoring={scoring!r} needs the validation folds' moments; pass moments=validation_moments(stats)")
+        raise ParameterError(
+            f"scoring={scoring!r} needs the validation folds' moments; pass moments=validation_moments(stats)"
+        )
     dx, dy = fold_offsets(forms, moments) if moments is not None else (None, None)
     alphas = np.asarray(alphas, dtype=np.float64)
 
