@@ -11,7 +11,7 @@ from streamridge.forms import build_forms
 from streamridge.grid import choose
 from streamridge.scoring import choose_by_score
 from streamridge.solvers.eigen import fold_errors_eigen
-from streamridge.solvers.quadratics import fold_quadratics
+from streamridge.solvers.quadratics import fold_quadratics, validation_factor
 from streamridge.solvers.target_scores import (
     choose_scores,
     fold_scores,
@@ -116,6 +116,21 @@ def test_fewer_validation_rows_than_features(rng):
     np.testing.assert_allclose(
         fold_scores(forms, ALPHAS, scoring="correlation", moments=moments), corr, rtol=1e-8
     )
+
+
+def test_fewer_training_rows_than_features(rng):
+    """Training parts of 45 rows and 70 features: only the range of the training form is kept; scores still exact."""
+    X, Y, folds = make_data(rng, M=60, N=70, T=3)
+    stats, forms = forms_of(X, Y, folds)
+    moments = validation_moments(stats)
+    r2, corr = reference_scores(X, Y, folds, ALPHAS)
+    np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="r2", moments=moments), r2, rtol=1e-8)
+    np.testing.assert_allclose(
+        fold_scores(forms, ALPHAS, scoring="correlation", moments=moments), corr, rtol=1e-8
+    )
+    sse = reference_fold_errors(X, Y, folds, ALPHAS)
+    np.testing.assert_allclose(fold_scores(forms, ALPHAS, scoring="sse"), sse, rtol=1e-8)
+    assert validation_factor(forms.At[0], forms.Av[0]).C.shape == (70, 44)  # rank 44: 45 rows less the mean
 
 
 def test_squared_error_equals_eigen_solver_and_batches_agree(rng):

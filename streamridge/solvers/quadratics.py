@@ -11,23 +11,28 @@ coefficients and the three numbers every validation score is made of are
 
 (squared error ``q - 2 c + cv``; R² and correlation in
 :mod:`streamridge.solvers.target_scores`).  With ``At = C D C'``
-(:func:`~streamridge.solvers.linalg.psd_eigh`) and ``Wc = (D + lambda)^+ C' Bt``
-(Buteneers et al. 2013, eq. 6-7), ``c`` and ``m`` are one product of the
-(R, N) matrix of ``1 / (d + lambda)`` with ``C'Bt * C'Bv`` and ``C'Bt`` for all
-lambdas at once, O(R N T).  ``q = diag(Wc' P Wc)`` with ``P = C' Av C`` is the
-cost that grows with N² T per lambda; it is taken through a pivoted Cholesky
-factor ``P[pi, pi] = L L'`` (LAPACK ``pstrf``), ``L`` of shape (N, r), r the
+(:func:`~streamridge.solvers.linalg.psd_eigh`, only its n eigenpairs above the
+rank tolerance: along the others the coefficients are 0) and
+``Wc = (D + lambda)^-1 C' Bt`` (Buteneers et al. 2013, eq. 6-7), ``c`` and
+``m`` are one product of the (R, n) matrix of ``1 / (d + lambda)`` with
+``C'Bt * C'Bv`` and with ``C'Bt``, for all lambdas at once, O(R n T).
+``q = diag(Wc' P Wc)`` with ``P = C' Av C`` is the cost that grows with
+n² T per lambda; it is taken through a pivoted Cholesky factor
+``P[pi, pi] = L L'`` (LAPACK ``pstrf``), ``L`` of shape (n, r), r the
 numerical rank of ``Av`` -- at most the validation fold's row count:
 
 .. code-block:: text
 
-    q = || L' (D + lambda)^+ C' Bt ||²   column by column
+    q = || L' (D + lambda)^-1 C' Bt ||²   column by column
 
 ``L'`` is upper trapezoidal (row j is zero left of column j), so its product is
 taken in row panels, each from its own diagonal on, skipping the zero triangle:
-``(r² (1 + 1 / n_panels) / 2 + r (N - r)) T`` multiply-adds per lambda against
-``N² T`` for ``P @ Wc`` -- half when ``Av`` has full rank, less when the fold
-has fewer rows than features.  ``scripts/bench_banded.py`` times the two.
+``(r² (1 + 1 / n_panels) / 2 + r (n - r)) T`` multiply-adds per lambda against
+``N² T`` for ``P @ Wc`` of the eigen solver -- about half when ``Av`` has full
+rank, less when the fold has fewer rows than features (``n < N`` when the
+training part has).  ``scripts/bench_banded.py --kernel-only`` times the two
+and splits the time into the decompositions, the rotations ``C'Bt``, ``C'Bv``
+(4 N n T per fold) and the per-lambda products.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack
 
-from .linalg import psd_eigh, range_coordinates
+from .linalg import psd_eigh
 
 __all__ = ["DEFAULT_MAX_BYTES", "FoldQuadratics", "ValidationFactor", "fold_quadratics", "validation_factor"]
 
@@ -75,19 +80,24 @@ class FoldQuadratics:
 class ValidationFactor:
     """The training eigendecomposition and the pivoted factor of the rotated validation form of one fold.
 
+    Only the range of ``At`` is kept: along its numerical null space the
+    coefficients are 0 (:mod:`streamridge.solvers.linalg`), so those
+    directions add nothing to ``q``, ``c`` or ``m``.
+
     Attributes
     ----------
-    d, C, null : arrays of shape (N,), (N, N), (N,)
-        :func:`~streamridge.solvers.linalg.psd_eigh` of ``At``.
-    piv : array of int of shape (N,)
+    d : array of shape (n,)
+        The n eigenvalues of ``At`` above its rank tolerance (:func:`~streamridge.solvers.linalg.psd_eigh`).
+    C : array of shape (N, n)
+        Their eigenvectors.
+    piv : array of int of shape (n,)
         Pivot order: ``P[piv][:, piv] = L L'`` with ``P = C' Av C``.
-    Lt : array of shape (r, N)
+    Lt : array of shape (r, n)
         ``L'``, upper trapezoidal in the pivoted order.
     """
 
     d: np.ndarray
     C: np.ndarray
-    null: np.ndarray
     piv: np.ndarray
     Lt: np.ndarray
 
@@ -98,7 +108,7 @@ class ValidationFactor:
 
 
 def validation_factor(At: np.ndarray, Av: np.ndarray) -> ValidationFactor:
-    """Eigendecomposition of ``At`` and pivoted Cholesky factor of ``C' Av C``.
+    """Eigendecomposition of ``At`` on its range and pivoted Cholesky factor of ``C' Av C``.
 
     Parameters
     ----------
@@ -111,22 +121,24 @@ def validation_factor(At: np.ndarray, Av: np.ndarray) -> ValidationFactor:
 
     Notes
     -----
-    ``pstrf`` stops at the first pivot at or below ``N eps max(diag P)`` (the
+    ``pstrf`` stops at the first pivot at or below ``n eps max(diag P)`` (the
     rank tolerance of :func:`~streamridge.solvers.linalg.psd_eigh`); the
     discarded Schur complement is positive semi-definite with diagonal below
-    that bound, so ``q`` changes by at most ``(N - r) N eps max(diag P) ||Wc||²``.
+    that bound, so ``q`` changes by at most ``(n - r) n eps max(diag P) ||Wc||²``.
     """
     d, C, null = psd_eigh(At)
-    N = d.shape[0]
+    if null.any():  # fewer training rows than features, or collinear features: the range only
+        d, C = d[~null], C[:, ~null]
+    n = d.shape[0]
     P = C.T @ (Av @ C)
-    top = float(np.max(np.diagonal(P))) if N else 0.0
+    top = float(np.max(np.diagonal(P))) if n else 0.0
     if not top > 0.0:  # no validation variance along any direction: q = 0
-        return ValidationFactor(d, C, null, np.arange(N), np.zeros((0, N)))
-    c, piv, rank, info = lapack.dpstrf(P, tol=N * np.finfo(np.float64).eps * top, lower=1)
+        return ValidationFactor(d, C, np.arange(n), np.zeros((0, n)))
+    c, piv, rank, info = lapack.dpstrf(P, tol=n * np.finfo(np.float64).eps * top, lower=1)
     if info < 0:  # pragma: no cover - an argument LAPACK refuses
         raise RuntimeError(f"LAPACK dpstrf failed (info={info})")
     Lt = np.ascontiguousarray(np.tril(c)[:, :rank].T)
-    return ValidationFactor(d, C, null, piv.astype(np.intp) - 1, Lt)
+    return ValidationFactor(d, C, piv.astype(np.intp) - 1, Lt)
 
 
 def panel_edges(rank: int) -> np.ndarray:
@@ -183,14 +195,14 @@ def fold_quadratics(
     fac = validation_factor(At, Av)
     N, T = At.shape[0], Bt.shape[1]
     R = alphas.shape[0]
-    inv = 1.0 / (fac.d[None, :] + alphas[:, None])  # (R, N)
+    inv = 1.0 / (fac.d[None, :] + alphas[:, None])  # (R, n)
     p = None if dx is None else fac.C.T @ dx
     q, c = np.empty((R, T)), np.empty((R, T))
     m = None if p is None else np.empty((R, T))
     tb = batch_width(N, fac.rank, R, max_bytes)
     for s in range(0, T, tb):
         cols = slice(s, min(T, s + tb))
-        Bc = range_coordinates(fac.C, fac.null, _scaled(Bt, active, cols))
+        Bc = fac.C.T @ _scaled(Bt, active, cols)
         c[:, cols] = inv @ (Bc * (fac.C.T @ _scaled(Bv, active, cols)))
         if m is not None and p is not None:
             m[:, cols] = (inv * p[None, :]) @ Bc
@@ -220,7 +232,7 @@ def _scaled(B: np.ndarray, active: tuple[np.ndarray, np.ndarray] | None, cols: s
 
 
 def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np.ndarray:
-    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, N): shape (R, tb)."""
+    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, n): shape (R, tb)."""
     R, tb = inv.shape[0], Bc.shape[1]
     out = np.zeros((R, tb))
     if fac.rank == 0:
