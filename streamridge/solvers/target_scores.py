@@ -154,8 +154,36 @@ def scores_from_quadratics(scoring: str, fq: FoldQuadratics, ft: FoldTargets) ->
     ``r2_score``; the correlation is 0 where the target or the prediction is
     constant on the fold.
 
+    Parameters
+    ----------
+    scoring : {"sse", "r2", "correlation"}
+    fq : FoldQuadratics
+        ``q``, ``c`` (and ``m`` for the correlation), each of shape (R, T).
+    ft : FoldTargets
+
+    Returns
+    -------
+    array of shape (R, T)
+
     Notes
     -----
+    In the forms' units let ``e_i = x_i - xbar_t`` and ``f_i = y_i - ybar_t``
+    (training means; zero without intercept).  The prediction is
+    ``yhat_i = ybar_t + W' e_i``, and on the validation rows (weights w_i,
+    sum n, means ``xbar_t + dx`` and ``ybar_t + dy``)
+
+    .. code-block:: text
+
+        sum w (y - yhat)²                     = cv - 2 c + q
+        sum w (yhat - mean yhat)(y - mean y)  = c - n (W' dx) dy  = c - n m dy
+        sum w (yhat - mean yhat)²             = q - n m²
+        sum w (y - mean y)²                   = syy  (from the statistics)
+
+    with ``cv = sum w f²``, ``c = W' sum w e f`` and ``q = W' (sum w e e') W``.
+
+    R² divides the first by the last; Pearson's r divides the second by the
+    root of the product of the last two.
+
     ``q - n m²`` is the prediction's centered sum of squares, a difference:
     where the prediction's mean on the fold is large against its spread (no
     intercept and features far from zero) it loses ``log10(n m² / (q - n m²))``
