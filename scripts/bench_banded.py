@@ -1,0 +1,227 @@
+"""Per-target lambda (R²) and banded ridge from the statistics against himalaya, in one run.
+
+Usage::
+
+    python scripts/bench_banded.py                  # small: runs in well under a minute on 2 cores
+    python scripts/bench_banded.py --rows 3600 --features 1024 --targets 20000 --band-targets 5000 \\
+        --bands 4 --band-features 128 --weights 20    # the encoding-model sizes
+
+Same rows, folds (``PredefinedSplit``), lambdas and weight vectors (passed
+explicitly, without zeros: himalaya's BandedRidgeCV turns the features of a
+band of weight 0 into NaN) for both, himalaya on its numpy backend:
+
+* plain ridge, one lambda per target chosen by the mean R² over folds:
+  streamridge's statistics, forms, fold scores (:mod:`streamridge.solvers.target_scores`)
+  and final solve, against himalaya's ``RidgeCV``;
+* banded ridge: :func:`streamridge.solvers.banded.banded_search` and
+  :func:`~streamridge.solvers.banded.banded_solve_full` against ``BandedRidgeCV``;
+* the fold-scoring kernel alone on the same forms: the eigen solver's
+  ``P @ Wc`` per lambda (:func:`streamridge.solvers.eigen.fold_errors_eigen`)
+  against the factored validation form (:func:`~streamridge.solvers.target_scores.fold_scores`),
+  and where the latter's time goes (the K decompositions and factors, the rest).
+
+It prints each time (median of ``--repeats``), the ratios, the share of
+targets with the same choice and the largest difference of test R².
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+from sklearn.metrics import r2_score
+from sklearn.model_selection import PredefinedSplit
+
+from streamridge.forms import build_forms, build_full_form
+from streamridge.parallel import map_folds, n_cpus
+from streamridge.solvers.banded import banded_search, banded_solve_full, sample_band_weights
+from streamridge.solvers.eigen import fold_errors_eigen, solve_full
+from streamridge.solvers.quadratics import validation_factor
+from streamridge.solvers.target_scores import choose_scores, fold_scores, validation_moments
+from streamridge.stats import from_chunk
+
+
+def make_data(rows: int, bands: int, per_band: int, targets: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """X of ``bands`` feature spaces and Y of targets driven unequally by them (rows + a test half)."""
+    rng = np.random.default_rng(seed)
+    N = bands * per_band
+    X = rng.standard_normal((rows, N))
+    strength = rng.dirichlet(np.full(bands, 0.5), targets)  # (T, bands): each target's mix of bands
+    beta = rng.standard_normal((N, targets)) * np.sqrt(np.repeat(strength.T, per_band, axis=0) / per_band)
+    Y = X @ beta + 1.5 * rng.standard_normal((rows, targets))
+    return X, Y
+
+
+def timed(fn, repeats: int, warm=None):  # type: ignore[no-untyped-def]
+    """(median seconds, last result) of ``repeats`` calls, after one call of ``warm`` (imports, thread pools)."""
+    if warm is not None:
+        warm()
+    ts, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts), out
+
+
+def ours_plain(X, Y, folds, K, alphas):  # type: ignore[no-untyped-def]
+    stats = from_chunk(X, Y, folds, None, K, 1)
+    forms = build_forms(stats)
+    S = fold_scores(forms, alphas, scoring="r2", moments=validation_moments(stats))
+    idx = choose_scores(S, alphas, scoring="r2", per_target=True)
+    coef, intercept = solve_full(build_full_form(stats), alphas[idx])
+    return alphas[idx], coef, intercept
+
+
+def ours_banded(X, Y, folds, K, alphas, bands, weights):  # type: ignore[no-untyped-def]
+    stats = from_chunk(X, Y, folds, None, K, 1)
+    found = banded_search(
+        build_forms(stats), bands, weights, alphas, scoring="r2", moments=validation_moments(stats)
+    )
+    coef, intercept = banded_solve_full(
+        build_full_form(stats), bands, weights, found.weight_index, found.alpha
+    )
+    return found, coef, intercept
+
+
+def himalaya_plain(X, Y, folds, alphas):  # type: ignore[no-untyped-def]
+    from himalaya.ridge import RidgeCV
+    from himalaya.scoring import r2_score as h_r2
+
+    m = RidgeCV(
+        alphas=alphas, fit_intercept=True, cv=PredefinedSplit(folds), solver_params=dict(score_func=h_r2)
+    )
+    return m.fit(X, Y)
+
+
+def himalaya_banded(X, Y, folds, alphas, groups, weights):  # type: ignore[no-untyped-def]
+    from himalaya.ridge import BandedRidgeCV
+    from himalaya.scoring import r2_score as h_r2
+
+    params = dict(n_iter=weights, alphas=alphas, score_func=h_r2, progress_bar=False)
+    m = BandedRidgeCV(groups=groups, fit_intercept=True, cv=PredefinedSplit(folds), solver_params=params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "slower than multiple-kernel ridge when n_samples < n_features"
+        return m.fit(X, Y)
+
+
+def test_r2(X, Y, coef, intercept) -> np.ndarray:  # type: ignore[no-untyped-def]
+    return r2_score(Y, X @ np.asarray(coef).T + np.asarray(intercept), multioutput="raw_values")
+
+
+def kernel_breakdown(forms, alphas, repeats: int) -> None:  # type: ignore[no-untyped-def]
+    """The scoring kernel alone: the eigen solver's per-lambda P @ Wc against the factored form, same forms.
+
+    The factored form's time is split into the K decompositions and factors, the rotations of the
+    targets (a run with one lambda less the former) and the per-lambda products (the rest).
+    """
+    K, R = forms.n_folds, len(alphas)
+    t_old, E_old = timed(
+        lambda: fold_errors_eigen(forms, alphas), repeats, lambda: fold_errors_eigen(forms, alphas[:1])
+    )
+    t_new, E_new = timed(lambda: fold_scores(forms, alphas, scoring="sse"), repeats)
+    t_one, _ = timed(lambda: fold_scores(forms, alphas[:1], scoring="sse"), repeats)
+    t_fac, facs = timed(lambda: map_folds(lambda k: validation_factor(forms.At[k], forms.Av[k]), K), repeats)
+    rel = float(np.max(np.abs(E_new - E_old) / np.abs(E_old)))
+    ranks = sorted({f.rank for f in facs})
+    print(
+        f"  scoring kernel, squared error of every (lambda, fold, target); validation rank {ranks} of N={forms.At.shape[1]}"
+    )
+    print(f"    eigen solver (P @ Wc per lambda)     {t_old:8.3f} s")
+    print(
+        f"    factored validation form            {t_new:8.3f} s   ratio {t_old / t_new:5.2f}x   max rel diff {rel:.1e}"
+    )
+    per = (t_new - t_one) / max(R - 1, 1)
+    print(
+        f"      decompositions + factors {t_fac:.3f} s, rotations {max(t_one - t_fac - per, 0.0):.3f} s, "
+        f"per lambda {per:.4f} s x {R}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--rows", type=int, default=1000, help="training rows (as many again are held out for test R²)"
+    )
+    ap.add_argument("--features", type=int, default=256, help="features of the plain-ridge case")
+    ap.add_argument("--targets", type=int, default=1000, help="targets of the plain-ridge case")
+    ap.add_argument("--bands", type=int, default=4)
+    ap.add_argument("--band-features", type=int, default=32, help="features per band")
+    ap.add_argument("--band-targets", type=int, default=500)
+    ap.add_argument("--weights", type=int, default=6, help="weight vectors (Dirichlet samples, no zeros)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--alphas", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--kernel-only", action="store_true", help="only the scoring kernel of the plain-ridge case"
+    )
+    a = ap.parse_args()
+    K, alphas = a.folds, np.logspace(-1, 5, a.alphas)
+    print(
+        f"cores {n_cpus()}, load {os.getloadavg()[0]:.1f}; {K} folds, {a.alphas} alphas, median of {a.repeats}"
+    )
+
+    X, Y = make_data(2 * a.rows, 1, a.features, a.targets, a.seed)
+    Xtr, Ytr, Xte, Yte = X[: a.rows], Y[: a.rows], X[a.rows :], Y[a.rows :]
+    folds = np.random.default_rng(a.seed).permutation(np.arange(a.rows) % K)
+    if a.kernel_only:
+        print(f"plain ridge: {a.rows} x {a.features} x {a.targets}")
+        kernel_breakdown(build_forms(from_chunk(Xtr, Ytr, folds, None, K, 1)), alphas, a.repeats)
+        return
+    print(f"plain ridge, one lambda per target by R²: {a.rows} x {a.features} x {a.targets}")
+    t_ours, (alpha, coef, b) = timed(
+        lambda: ours_plain(Xtr, Ytr, folds, K, alphas),
+        a.repeats,
+        lambda: ours_plain(Xtr, Ytr[:, :8], folds, K, alphas),
+    )
+    t_him, model = timed(
+        lambda: himalaya_plain(Xtr, Ytr, folds, alphas),
+        a.repeats,
+        lambda: himalaya_plain(Xtr, Ytr[:, :8], folds, alphas),
+    )
+    same = np.mean(np.isclose(alpha, np.asarray(model.best_alphas_), rtol=1e-9))
+    d_r2 = np.abs(test_r2(Xte, Yte, coef, b) - test_r2(Xte, Yte, model.coef_.T, model.intercept_))
+    print(f"  streamridge {t_ours:8.3f} s   himalaya RidgeCV {t_him:8.3f} s   ratio {t_him / t_ours:5.2f}x")
+    print(f"  same lambda {100 * same:.1f} % of targets; test R² max |diff| {d_r2.max():.1e}")
+    kernel_breakdown(build_forms(from_chunk(Xtr, Ytr, folds, None, K, 1)), alphas, a.repeats)
+
+    B, nb = a.bands, a.band_features
+    X, Y = make_data(2 * a.rows, B, nb, a.band_targets, a.seed + 1)
+    Xtr, Ytr, Xte, Yte = X[: a.rows], Y[: a.rows], X[a.rows :], Y[a.rows :]
+    bands = [np.arange(i * nb, (i + 1) * nb) for i in range(B)]
+    weights = sample_band_weights(B, B + 1 + a.weights, seed=a.seed)[B + 1 :]
+    weights = np.clip(weights, 1e-6, None) / np.clip(weights, 1e-6, None).sum(axis=1, keepdims=True)
+    weights[0] = 1.0 / B
+    print(
+        f"banded ridge by R²: {a.rows} x {B} bands x {nb} features x {a.band_targets} targets, {len(weights)} weight vectors"
+    )
+    groups = np.repeat(np.arange(B), nb)
+    t_ours, (found, coef, b) = timed(
+        lambda: ours_banded(Xtr, Ytr, folds, K, alphas, bands, weights),
+        a.repeats,
+        lambda: ours_banded(Xtr, Ytr[:, :8], folds, K, alphas, bands, weights[:2]),
+    )
+    t_him, model = timed(
+        lambda: himalaya_banded(Xtr, Ytr, folds, alphas, groups, weights),
+        a.repeats,
+        lambda: himalaya_banded(Xtr, Ytr[:, :8], folds, alphas, groups, weights[:2]),
+    )
+    chosen = np.exp(np.asarray(model.deltas_)) * np.asarray(model.best_alphas_)
+    same_w = np.mean(np.all(np.isclose(found.band_weights, chosen.T, rtol=1e-8), axis=1))
+    same_a = np.mean(np.isclose(found.alpha, np.asarray(model.best_alphas_), rtol=1e-9))
+    d_r2 = np.abs(test_r2(Xte, Yte, coef, b) - test_r2(Xte, Yte, model.coef_.T, model.intercept_))
+    print(
+        f"  streamridge {t_ours:8.3f} s   himalaya BandedRidgeCV {t_him:8.3f} s   ratio {t_him / t_ours:5.2f}x"
+    )
+    print(
+        f"  same weights {100 * same_w:.1f} %, same lambda {100 * same_a:.1f} % of targets; test R² max |diff| {d_r2.max():.1e}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Predictions and R² split by band of features, as himalaya's ``predict(split=True)`` and ``r2_score_split``.
+
+A linear model's prediction is a sum over bands plus the intercept:
+
+.. code-block:: text
+
+    yhat = b + sum_b X_b W_b'            split[b] = X_b W_b'
+
+The split has no intercept part, as himalaya's ``predict(split=True)`` (which
+refuses models with an intercept): ``split.sum(0) + intercept`` is the
+prediction.  The R² split is himalaya's product measure, for ``y`` of zero
+mean over the scored rows:
+
+.. code-block:: text
+
+    R²_b = sum_i (2 y_i yhat_bi - yhat_bi yhat_i) / sum_i y_i²
+    sum_b R²_b = 1 - sum_i (y_i - yhat_i)² / sum_i y_i²
+
+which is the R² of the summed prediction when ``y`` has zero mean (otherwise
+its denominator is ``y``'s raw sum of squares, not its centered one).
+Both need only ``X'X``, ``X'y`` and ``y'y`` of the scored rows
+(:func:`r2_score_split_from_moments`), no rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["r2_score_split", "r2_score_split_from_moments", "split_predictions"]
+
+
+def split_predictions(X: np.ndarray, coef: np.ndarray, bands: list[np.ndarray]) -> np.ndarray:
+    """Each band's part of the prediction, without the intercept.
+
+    Parameters
+    ----------
+    X : array of shape (n_rows, n_features)
+    coef : array of shape (n_targets, n_features) or (n_features,)
+    bands : list of arrays of int
+        Every feature in exactly one band (:func:`~streamridge.solvers.banded.check_bands`).
+
+    Returns
+    -------
+    array of shape (n_bands, n_rows, n_targets), or (n_bands, n_rows) for 1-D coef
+        ``X[:, band] @ coef[:, band].T``; the sum over bands plus the intercept is the prediction.
+    """
+    W = np.atleast_2d(np.asarray(coef, dtype=np.float64))
+    X = np.asarray(X, dtype=np.float64)
+    out = np.empty((len(bands), X.shape[0], W.shape[0]))
+    for i, cols in enumerate(bands):
+        np.matmul(X[:, cols], W[:, cols].T, out=out[i])
+    return out[:, :, 0] if np.ndim(coef) == 1 else out
+
+
+def r2_score_split(y_true: np.ndarray, y_pred: np.ndarray, *, include_correlation: bool = True) -> np.ndarray:
+    """R² of each band's prediction by the product measure (himalaya's ``r2_score_split``).
+
+    Parameters
+    ----------
+    y_true : array of shape (n_rows, n_targets)
+        Observed targets, of zero mean over the rows for the split to sum to the R².
+    y_pred : array of shape (n_bands, n_rows, n_targets) or (n_rows, n_targets)
+        :func:`split_predictions`.
+    include_correlation : bool
+        Count the products of different bands' predictions (then the parts
+        sum to the summed prediction's R²); else only each band's own square.
+
+    Returns
+    -------
+    array of shape (n_bands, n_targets), or (n_targets,) for 2-D y_pred
+    """
+    Y = np.asarray(y_true, dtype=np.float64)
+    P = np.asarray(y_pred, dtype=np.float64)
+    single = P.ndim == 2
+    if single:
+        P = P[None]
+    sst = np.einsum("it,it->t", Y, Y)
+    total = P.sum(axis=0)
+    r2 = np.empty((P.shape[0], Y.shape[1]))
+    for b in range(P.shape[0]):
+        other = total if include_correlation else P[b]
+        r2[b] = np.einsum("it,it->t", P[b], 2.0 * Y - other) / sst
+    return r2[0] if single else r2
+
+
+def r2_score_split_from_moments(
+    xx: np.ndarray,
+    xy: np.ndarray,
+    yy: np.ndarray,
+    coef: np.ndarray,
+    bands: list[np.ndarray],
+    *,
+    include_correlation: bool = True,
+) -> np.ndarray:
+    """:func:`r2_score_split` of :func:`split_predictions` from the scored rows' raw moments.
+
+    Parameters
+    ----------
+    xx : array of shape (n_features, n_features)
+        ``X'X`` of the scored rows (not centered).
+    xy : array of shape (n_features, n_targets)
+        ``X'Y``.
+    yy : array of shape (n_targets,)
+        ``diag(Y'Y)``.
+    coef : array of shape (n_targets, n_features)
+    bands : list of arrays of int
+    include_correlation : bool
+
+    Returns
+    -------
+    array of shape (n_bands, n_targets)
+
+    Notes
+    -----
+    With ``yhat_b = X_b W_b``: ``sum_i y yhat_b = diag(W_b' (X_b'Y))`` and
+    ``sum_i yhat_b yhat = diag(W_b' X_b'X W)`` (``X_b'X_b`` alone without the
+    correlations): O(N² T) for all bands together.
+    """
+    W = np.asarray(coef, dtype=np.float64).T  # (N, T)
+    r2 = np.empty((len(bands), W.shape[1]))
+    for i, cols in enumerate(bands):
+        Wb = W[cols]
+        cross = np.einsum("nt,nt->t", Wb, xy[cols])
+        G = xx[cols] @ W if include_correlation else xx[np.ix_(cols, cols)] @ Wb
+        r2[i] = (2.0 * cross - np.einsum("nt,nt->t", Wb, G)) / yy
+    return r2

@@ -1,0 +1,276 @@
+"""Validation R² and Pearson correlation per lambda, fold and target from the statistics, without rows.
+
+For fold k, the fitted model predicts ``yhat = b + W' x`` with ``b`` from the
+training means; with ``W`` as the forms see it (:mod:`streamridge.forms`) and
+the validation fold's own weighted moments (``n``, means, centered ``syy``):
+
+.. code-block:: text
+
+    SSE  = q - 2 c + cv                                  (the eigen method's error)
+    R²   = 1 - SSE / syy
+    corr = (c - n m dy) / sqrt((q - n m²) syy)
+
+with ``q = diag(W' Av W)``, ``c = diag(W' Bv)``, ``m = W' dx``
+(:mod:`streamridge.solvers.quadratics`), ``dx`` and ``dy`` the validation
+means less the training means (in the forms' units), as R² and Pearson's r of
+scikit-learn's ``r2_score(y, yhat, sample_weight=w)`` and ``np.corrcoef``
+(weighted by w) on that fold's rows.  Lambda is chosen as the squared error
+is (:func:`streamridge.grid.choose`), by the mean over folds of the per-fold
+score, greater is better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..forms import Forms, part_factors
+from ..grid import choose
+from ..parallel import map_folds
+from ..stats import FoldStats
+from .quadratics import DEFAULT_MAX_BYTES, FoldQuadratics, fold_quadratics
+
+__all__ = [
+    "SCORINGS",
+    "FoldTargets",
+    "ValidationMoments",
+    "check_scoring",
+    "choose_scores",
+    "fold_scores",
+    "fold_targets",
+    "scores_from_quadratics",
+    "validation_moments",
+]
+
+#: scores computed from the statistics, and whether greater is better
+SCORINGS = {"sse": False, "r2": True, "correlation": True}
+
+
+@dataclass
+class ValidationMoments:
+    """Weighted moments of each validation fold about its own means.
+
+    Attributes
+    ----------
+    n : array of shape (K,)
+        Weight sums (after class weights).
+    mean_x : array of shape (K, N)
+    mean_y : array of shape (K, T)
+    syy : array of shape (K, T)
+        ``sum_i w_i (y_i - mean_y)²``: the denominator of R².
+    """
+
+    n: np.ndarray
+    mean_x: np.ndarray
+    mean_y: np.ndarray
+    syy: np.ndarray
+
+
+@dataclass
+class FoldTargets:
+    """What one fold's scores need besides the quadratics: ``cv``, ``n``, ``dy`` and ``syy`` (see module docstring).
+
+    Attributes
+    ----------
+    cv : array of shape (T,)
+    n : float
+    dy : array of shape (T,)
+    syy : array of shape (T,)
+    """
+
+    cv: np.ndarray
+    n: float
+    dy: np.ndarray
+    syy: np.ndarray
+
+
+def check_scoring(scoring: object) -> str:
+    """``scoring`` if it is one of :data:`SCORINGS`, else a one-line :class:`ParameterError`."""
+    if not isinstance(scoring, str) or scoring not in SCORINGS:
+        raise ParameterError(f"scoring must be one of {sorted(SCORINGS)}; got scoring={scoring!r}")
+    return scoring
+
+
+def validation_moments(
+    stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0
+) -> ValidationMoments:
+    """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build_forms` weighs them.
+
+    Parameters
+    ----------
+    stats : FoldStats
+    balanced : bool or array of shape (n_classes,)
+        Class weights, as given to ``build_forms``.
+    train_only : int
+        Leading folds that are never validated, as given to ``build_forms``.
+
+    Returns
+    -------
+    ValidationMoments
+        One row per validated fold, in the order of the forms.
+
+    Notes
+    -----
+    A fold is the cells (k, c) of its classes, cell c weighted by the class
+    factor ``g_c``.  With ``v_c = g_c n_c`` and ``mean = sum v_c mean_c / sum v_c``
+    its centered ``syy`` is ``sum g_c syy_c + sum v_c (mean_c - mean)²``
+    (:mod:`streamridge.parts`): sums of non-negative terms, no cancellation.
+    """
+    _, fv = part_factors(stats, balanced)
+    v = (stats.weight * fv)[train_only:]  # (K, C)
+    n = v.sum(axis=1)
+    safe = np.where(n > 0, n, 1.0)[:, None]
+    mean_x = np.einsum("kc,kcn->kn", v, stats.mean_x[train_only:]) / safe
+    mean_y = np.einsum("kc,kct->kt", v, stats.mean_y[train_only:]) / safe
+    dev = stats.mean_y[train_only:] - mean_y[:, None, :]
+    within = np.einsum("kc,kct->kt", fv[train_only:], stats.syy[train_only:])
+    syy = within + np.einsum("kc,kct->kt", v, dev * dev)
+    return ValidationMoments(n, mean_x, mean_y, syy)
+
+
+def fold_offsets(forms: Forms, moments: ValidationMoments) -> tuple[np.ndarray, np.ndarray]:
+    """``dx`` (K, N) and ``dy`` (K, T): validation means less the training means, ``dx`` in the forms' units."""
+    dx = (moments.mean_x - forms.x_offset) / forms.scale
+    dy = moments.mean_y - forms.y_offset
+    return dx, dy
+
+
+def fold_targets(
+    forms: Forms, moments: ValidationMoments | None, k: int, dy: np.ndarray | None
+) -> FoldTargets:
+    """The :class:`FoldTargets` of fold k (``moments`` and ``dy`` may be None for the squared error)."""
+    T = forms.cv.shape[1]
+    if moments is None or dy is None:
+        return FoldTargets(forms.cv[k], float(forms.n_val[k]), np.zeros(T), np.zeros(T))
+    return FoldTargets(forms.cv[k], float(moments.n[k]), dy[k], moments.syy[k])
+
+
+def scores_from_quadratics(scoring: str, fq: FoldQuadratics, ft: FoldTargets) -> np.ndarray:
+    """Squared error, R² or correlation of shape (R, T) of one fold (module docstring).
+
+    R² is 0 for a target constant on the fold (``syy = 0``), as himalaya's
+    ``r2_score``; the correlation is 0 where the target or the prediction is
+    constant on the fold.
+
+    Parameters
+    ----------
+    scoring : {"sse", "r2", "correlation"}
+    fq : FoldQuadratics
+        ``q``, ``c`` (and ``m`` for the correlation), each of shape (R, T).
+    ft : FoldTargets
+
+    Returns
+    -------
+    array of shape (R, T)
+
+    Notes
+    -----
+    In the forms' units let ``e_i = x_i - xbar_t`` and ``f_i = y_i - ybar_t``
+    (training means; zero without intercept).  The prediction is
+    ``yhat_i = ybar_t + W' e_i``, and on the validation rows (weights w_i,
+    sum n, means ``xbar_t + dx`` and ``ybar_t + dy``)
+
+    .. code-block:: text
+
+        sum w (y - yhat)²                     = cv - 2 c + q
+        sum w (yhat - mean yhat)(y - mean y)  = c - n (W' dx) dy  = c - n m dy
+        sum w (yhat - mean yhat)²             = q - n m²
+        sum w (y - mean y)²                   = syy  (from the statistics)
+
+    with ``cv = sum w f²``, ``c = W' sum w e f`` and ``q = W' (sum w e e') W``.
+
+    R² divides the first by the last; Pearson's r divides the second by the
+    root of the product of the last two.
+
+    ``q - n m²`` is the prediction's centered sum of squares, a difference:
+    where the prediction's mean on the fold is large against its spread (no
+    intercept and features far from zero) it loses ``log10(n m² / (q - n m²))``
+    digits; with an intercept ``m`` is a difference of fold means and small.
+    """
+    sse = fq.q - 2.0 * fq.c + ft.cv[None, :]
+    if scoring == "sse":
+        return sse
+    has = ft.syy > 0
+    syy = np.where(has, ft.syy, 1.0)[None, :]
+    if scoring == "r2":
+        return np.where(has[None, :], 1.0 - sse / syy, 0.0)
+    if fq.m is None:
+        raise ParameterError("scoring='correlation' needs the validation moments; pass moments=")
+    var = fq.q - ft.n * fq.m * fq.m
+    cov = fq.c - ft.n * fq.m * ft.dy[None, :]
+    ok = has[None, :] & (var > 0)
+    return np.where(ok, cov / np.sqrt(np.where(ok, var, 1.0) * syy), 0.0)
+
+
+def fold_scores(
+    forms: Forms,
+    alphas: np.ndarray,
+    *,
+    scoring: str = "r2",
+    moments: ValidationMoments | None = None,
+    gains: np.ndarray | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> np.ndarray:
+    """Validation score of every lambda, fold and target of ridge, from the forms alone.
+
+    Parameters
+    ----------
+    forms : Forms
+    alphas : array of shape (R,)
+    scoring : {"sse", "r2", "correlation"}
+    moments : ValidationMoments or None
+        The folds' own moments (:func:`validation_moments`); needed for R² and correlation.
+    gains : array of shape (N,) or None
+        Ridge of the features scaled by these non-negative factors (features
+        of gain 0 left out), see :func:`~streamridge.solvers.quadratics.fold_quadratics`.
+    max_bytes : int
+        Working memory of one fold's batch of targets.
+
+    Returns
+    -------
+    array of shape (R, K, T)
+    """
+    scoring = check_scoring(scoring)
+    if scoring != "sse" and moments is None:
+        raise ParameterError(
+            f"scoring={scoring!r} needs the validation folds' moments; pass moments=validation_moments(stats)"
+        )
+    dx, dy = fold_offsets(forms, moments) if moments is not None else (None, None)
+    alphas = np.asarray(alphas, dtype=np.float64)
+
+    def one(k: int) -> np.ndarray:
+        fq = fold_quadratics(
+            forms.At[k], forms.Bt[k], forms.Av[k], forms.Bv[k], alphas,
+            dx=None if dx is None or scoring != "correlation" else dx[k], gains=gains, max_bytes=max_bytes,
+        )  # fmt: skip
+        return scores_from_quadratics(scoring, fq, fold_targets(forms, moments, k, dy))
+
+    return np.stack(map_folds(one, forms.n_folds), axis=1)
+
+
+def choose_scores(
+    scores: np.ndarray, alphas: np.ndarray, *, scoring: str, per_target: bool, one_se: bool = False
+) -> np.ndarray:
+    """Index of the chosen lambda from per-fold scores, by :func:`streamridge.grid.choose`.
+
+    Parameters
+    ----------
+    scores : array of shape (R, K, T)
+    alphas : array of shape (R,)
+    scoring : {"sse", "r2", "correlation"}
+        Greater is better but for ``"sse"``.
+    per_target : bool
+        One lambda per target; else one for the score summed over targets.
+    one_se : bool
+        Largest lambda whose mean score over folds is within one standard
+        error (over folds) of the best.
+
+    Returns
+    -------
+    array of int of shape (T,) if per_target else shape ()
+        Ties (equal to within 1e-12 relative) go to the larger lambda.
+    """
+    loss = scores if not SCORINGS[check_scoring(scoring)] else -scores
+    return choose(loss, alphas, per_target=per_target, one_se=one_se)
