@@ -36,13 +36,13 @@ import numpy as np
 from sklearn.metrics import r2_score
 from sklearn.model_selection import PredefinedSplit
 
-from streamridge.forms import build_forms, build_full_form
+from streamridge.forms.build import build_forms, build_full_form
 from streamridge.parallel import map_folds, n_cpus
 from streamridge.solvers.banded import banded_search, banded_solve_full, sample_band_weights
 from streamridge.solvers.eigen import fold_errors_eigen, solve_full
 from streamridge.solvers.quadratics import validation_factor
 from streamridge.solvers.target_scores import choose_scores, fold_scores, validation_moments
-from streamridge.stats import from_chunk
+from streamridge.stats.kernel import from_chunk
 
 
 def make_data(rows: int, bands: int, per_band: int, targets: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -23,11 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..forms import Forms, FullForm
-from .eigen import solve_full
-from .quadratics import DEFAULT_MAX_BYTES
-from .target_scores import SCORINGS, ValidationMoments, check_scoring, choose_scores, fold_scores
+from streamridge.errors import ParameterError
+from streamridge.forms.build import Forms, FullForm
+from streamridge.solvers.eigen import solve_full
+from streamridge.solvers.quadratics import DEFAULT_MAX_BYTES
+from streamridge.solvers.target_scores import (
+    SCORINGS,
+    ValidationMoments,
+    check_scoring,
+    choose_scores,
+    fold_scores,
+)
 
 __all__ = [
     "DIRICHLET_CONCENTRATION",

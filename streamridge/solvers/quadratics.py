@@ -1,7 +1,7 @@
 """Validation quadratics of every lambda and target of one fold, through a factor of the validation form.
 
 For one fold with training form ``(At, Bt)``, validation form ``(Av, Bv)`` and
-validation mean offset ``dx`` (see :mod:`streamridge.forms`), the ridge
+validation mean offset ``dx`` (see :mod:`streamridge.forms.build`), the ridge
 coefficients and the three numbers every validation score is made of are
 
 .. code-block:: text
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack
 
-from .linalg import psd_eigh
+from streamridge.solvers.linalg import psd_eigh
 
 __all__ = ["DEFAULT_MAX_BYTES", "FoldQuadratics", "ValidationFactor", "fold_quadratics", "validation_factor"]
 

@@ -1,7 +1,7 @@
 """Validation R² and Pearson correlation per lambda, fold and target from the statistics, without rows.
 
 For fold k, the fitted model predicts ``yhat = b + W' x`` with ``b`` from the
-training means; with ``W`` as the forms see it (:mod:`streamridge.forms`) and
+training means; with ``W`` as the forms see it (:mod:`streamridge.forms.build`) and
 the validation fold's own weighted moments (``n``, means, centered ``syy``):
 
 .. code-block:: text
@@ -15,7 +15,7 @@ with ``q = diag(W' Av W)``, ``c = diag(W' Bv)``, ``m = W' dx``
 means less the training means (in the forms' units), as R² and Pearson's r of
 scikit-learn's ``r2_score(y, yhat, sample_weight=w)`` and ``np.corrcoef``
 (weighted by w) on that fold's rows.  Lambda is chosen as the squared error
-is (:func:`streamridge.grid.choose`), by the mean over folds of the per-fold
+is (:func:`streamridge.solvers.grid.choose`), by the mean over folds of the per-fold
 score, greater is better.
 """
 
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..forms import Forms, part_factors
-from ..grid import choose
-from ..parallel import map_folds
-from ..stats import FoldStats
-from .quadratics import DEFAULT_MAX_BYTES, FoldQuadratics, fold_quadratics
+from streamridge.errors import ParameterError
+from streamridge.forms.build import Forms, part_factors
+from streamridge.parallel import map_folds
+from streamridge.solvers.grid import choose
+from streamridge.solvers.quadratics import DEFAULT_MAX_BYTES, FoldQuadratics, fold_quadratics
+from streamridge.stats.foldstats import FoldStats
 
 __all__ = [
     "SCORINGS",
@@ -96,7 +96,7 @@ def check_scoring(scoring: object) -> str:
 def validation_moments(
     stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0
 ) -> ValidationMoments:
-    """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build_forms` weighs them.
+    """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build.build_forms` weighs them.
 
     Parameters
     ----------
@@ -116,7 +116,7 @@ def validation_moments(
     A fold is the cells (k, c) of its classes, cell c weighted by the class
     factor ``g_c``.  With ``v_c = g_c n_c`` and ``mean = sum v_c mean_c / sum v_c``
     its centered ``syy`` is ``sum g_c syy_c + sum v_c (mean_c - mean)²``
-    (:mod:`streamridge.parts`): sums of non-negative terms, no cancellation.
+    (:mod:`streamridge.forms.parts`): sums of non-negative terms, no cancellation.
     """
     _, fv = part_factors(stats, balanced)
     v = (stats.weight * fv)[train_only:]  # (K, C)
@@ -253,7 +253,7 @@ def fold_scores(
 def choose_scores(
     scores: np.ndarray, alphas: np.ndarray, *, scoring: str, per_target: bool, one_se: bool = False
 ) -> np.ndarray:
-    """Index of the chosen lambda from per-fold scores, by :func:`streamridge.grid.choose`.
+    """Index of the chosen lambda from per-fold scores, by :func:`streamridge.solvers.grid.choose`.
 
     Parameters
     ----------

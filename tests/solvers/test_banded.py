@@ -9,7 +9,7 @@ from sklearn.metrics import r2_score
 from sklearn.preprocessing import StandardScaler
 
 from streamridge.errors import ParameterError
-from streamridge.forms import build_forms, build_full_form
+from streamridge.forms.build import build_forms, build_full_form
 from streamridge.solvers.banded import (
     band_weights,
     banded_search,
@@ -19,9 +19,8 @@ from streamridge.solvers.banded import (
     sample_band_weights,
 )
 from streamridge.solvers.target_scores import fold_scores, validation_moments
-from streamridge.stats import from_chunk
-
-from .conftest import ill_conditioned
+from streamridge.stats.kernel import from_chunk
+from tests.conftest import ill_conditioned
 
 K = 4
 ALPHAS = np.array([0.1, 3.0, 100.0])

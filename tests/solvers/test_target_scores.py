@@ -7,20 +7,19 @@ import pytest
 from sklearn.metrics import r2_score
 
 from streamridge.errors import ParameterError
-from streamridge.forms import build_forms
-from streamridge.grid import choose
-from streamridge.scoring import choose_by_score
+from streamridge.forms.build import build_forms
+from streamridge.model_selection.scoring import choose_by_score
 from streamridge.solvers.eigen import fold_errors_eigen
+from streamridge.solvers.grid import choose
 from streamridge.solvers.quadratics import fold_quadratics, validation_factor
 from streamridge.solvers.target_scores import (
     choose_scores,
     fold_scores,
     validation_moments,
 )
-from streamridge.stats import from_chunk
-
-from .conftest import ill_conditioned
-from .reference import balanced_weights, fit_ridge, reference_fold_errors
+from streamridge.stats.kernel import from_chunk
+from tests.conftest import ill_conditioned
+from tests.reference import balanced_weights, fit_ridge, reference_fold_errors
 
 K = 4
 ALPHAS = np.array([0.03, 1.0, 30.0, 1000.0])

@@ -7,7 +7,11 @@ import pytest
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 
-from streamridge.band_split import r2_score_split, r2_score_split_from_moments, split_predictions
+from streamridge.model_selection.band_split import (
+    r2_score_split,
+    r2_score_split_from_moments,
+    split_predictions,
+)
 
 BANDS = [np.array([0, 4, 5]), np.array([1, 2]), np.array([3, 6, 7, 8])]  # not consecutive
 
