@@ -384,7 +384,8 @@ def test_report_of_a_file_that_is_not_an_npz_names_what_it_is(tmp_path, capsys, 
         assert "pickle" not in line
     line = error(capsys, "merge", path, "--out", tmp_path / "s.npz")
     assert line.endswith(
-        f"{str(path)!r} is not a streamridge statistics file: it is {what}, not a .npz archive"
+        f"{str(path)!r} is not a streamridge statistics file: it is {what}, not a .npz archive; "
+        "give a statistics file (written by streamridge stats, merge or fit --save-stats)"
     )
 
 
