@@ -103,7 +103,7 @@ def cmd_features(args: argparse.Namespace) -> int:
 
 def info_lines(header: dict[str, Any]) -> list[str]:
     """Lines of ``streamridge info`` about the model's feature map and prefix curve."""
-    from streamridge.features._registry import describe_map_spec
+    from streamridge.features._describe import describe_map_spec
 
     out = []
     if header.get("features"):

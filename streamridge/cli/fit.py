@@ -162,7 +162,7 @@ def check_stats_options(args: argparse.Namespace, given: frozenset[str], stats: 
 
 def _map_words(spec: Any) -> str:
     """`` random_hidden(n_units=10, ...)`` from the map of a statistics file's meta (:func:`streamridge.features.to_json`)."""
-    from streamridge.features._registry import describe_map_spec
+    from streamridge.features._describe import describe_map_spec
 
     obj = spec.get("map") if isinstance(spec, dict) else None
     if isinstance(obj, dict) and isinstance(obj.get("params"), dict) and "map" in obj:

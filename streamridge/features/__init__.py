@@ -23,24 +23,51 @@ Example
 >>> model.fit(u, y, groups=series_id).predict(u_new)                    # doctest: +SKIP
 """
 
-from streamridge.features._base import FeatureMap, check_features, fitted_problem, sample_rows
-from streamridge.features._compose import Concat, Pipeline
-from streamridge.features._delays import Delays
-from streamridge.features._kernel import Distances, Nystroem
-from streamridge.features._random import RandomHidden
-from streamridge.features._registry import (
-    MAPS,
-    decode,
-    describe,
-    encode,
-    from_dict,
-    from_json,
-    make_map,
-    map_class,
-    read_features_file,
-    to_json,
-)
-from streamridge.features._reservoir import EchoStateNetwork
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the maps import scikit-learn: loaded on first use, so `info` and `--help` stay light
+    from streamridge.features._base import FeatureMap, check_features, fitted_problem, sample_rows
+    from streamridge.features._compose import Concat, Pipeline
+    from streamridge.features._delays import Delays
+    from streamridge.features._kernel import Distances, Nystroem
+    from streamridge.features._random import RandomHidden
+    from streamridge.features._registry import (
+        MAPS,
+        decode,
+        describe,
+        encode,
+        from_dict,
+        from_json,
+        make_map,
+        map_class,
+        read_features_file,
+        to_json,
+    )
+    from streamridge.features._reservoir import EchoStateNetwork
+
+_LAZY = {
+    "Concat": "streamridge.features._compose",
+    "Delays": "streamridge.features._delays",
+    "Distances": "streamridge.features._kernel",
+    "EchoStateNetwork": "streamridge.features._reservoir",
+    "FeatureMap": "streamridge.features._base",
+    "MAPS": "streamridge.features._registry",
+    "Nystroem": "streamridge.features._kernel",
+    "Pipeline": "streamridge.features._compose",
+    "RandomHidden": "streamridge.features._random",
+    "check_features": "streamridge.features._base",
+    "decode": "streamridge.features._registry",
+    "describe": "streamridge.features._registry",
+    "encode": "streamridge.features._registry",
+    "fitted_problem": "streamridge.features._base",
+    "from_dict": "streamridge.features._registry",
+    "from_json": "streamridge.features._registry",
+    "make_map": "streamridge.features._registry",
+    "map_class": "streamridge.features._registry",
+    "read_features_file": "streamridge.features._registry",
+    "sample_rows": "streamridge.features._base",
+    "to_json": "streamridge.features._registry",
+}
 
 __all__ = [
     "MAPS",
@@ -65,3 +92,18 @@ __all__ = [
     "sample_rows",
     "to_json",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported from their module on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -12,6 +12,7 @@ from streamridge.errors import InputError, ModelFileError, ParameterError
 from streamridge.features._base import FORMAT_VERSION, FeatureMap
 from streamridge.features._compose import Concat, Pipeline
 from streamridge.features._delays import Delays
+from streamridge.features._describe import describe_map_spec
 from streamridge.features._kernel import Distances, Nystroem
 from streamridge.features._random import RandomHidden
 from streamridge.features._reservoir import EchoStateNetwork
@@ -196,15 +197,3 @@ def describe(fmap: FeatureMap) -> str:
     """One line: ``esn(n_units=500, spectral_radius=0.9, ...) -> 500 features``."""
     obj, _ = encode(fmap)
     return describe_map_spec(obj)
-
-
-def describe_map_spec(d: dict[str, Any]) -> str:
-    """``esn(n_units=500, ...)`` from a feature map's JSON description (no import of the maps: ``info`` stays light)."""
-    parts = []
-    for k, v in d["params"].items():
-        if k == "maps":
-            v = "[" + ", ".join(describe_map_spec(m) for m in v) + "]"
-        elif isinstance(v, dict) and "__array__" in v:
-            v = "<array>"
-        parts.append(f"{k}={v}")
-    return f"{d['map']}({', '.join(parts)})"
