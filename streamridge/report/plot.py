@@ -9,7 +9,7 @@ numbers are the model's own: e.g. the first line of :func:`cv_curve` is
 Examples
 --------
 >>> import streamridge as sr
->>> from streamridge import plot
+>>> from streamridge.report import plot
 >>> model = sr.load_model("model.npz")          # doctest: +SKIP
 >>> ax = plot.cv_curve(model)                   # doctest: +SKIP
 >>> ax.figure.savefig("cv.png")                 # doctest: +SKIP
