@@ -283,4 +283,9 @@ def check_folds(stats: FoldStats, *, balanced: bool | np.ndarray = False) -> Non
     if balanced is True and stats.n_classes > 1:
         per_class = stats.count.sum(axis=0)
         for c in np.flatnonzero(per_class == 0):
-            raise FoldError(f"class index {int(c)} has no rows; class_weight='balanced' needs every class")
+            labels = stats.meta.get("classes")
+            name = repr(labels[int(c)]) if labels is not None and int(c) < len(labels) else f"index {int(c)}"
+            raise FoldError(
+                f"class {name} has no rows; class_weight='balanced' weights every class by its rows and cannot "
+                "weight an empty one: drop the class from classes=, or give it rows, or drop class_weight='balanced'"
+            )

@@ -13,7 +13,7 @@ import pytest
 
 import streamridge.stats.memory as memory
 from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
-from streamridge.errors import InputError
+from streamridge.errors import FoldError, InputError
 from streamridge.sources import open_source
 
 
@@ -170,3 +170,11 @@ def test_many_distinct_lazy_labels_do_not_warn(rng, recwarn):
     labels = np.arange(1000) % 25
     StreamRidgeClassifierCV(alphas=[1.0]).fit(da.from_array(X, chunks=(250, -1)), da.from_array(labels, chunks=250))
     assert not [w for w in recwarn if "unique classes" in str(w.message)]
+
+
+def test_balanced_partial_fit_with_a_class_without_rows_names_the_label() -> None:
+    """classes=[0, 1, 7] with no row of class 7: the error names the label 7, not its index."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((200, 3)), rng.integers(0, 2, 200)
+    with pytest.raises(FoldError, match=r"^class 7 has no rows; class_weight='balanced' .*drop the class from classes="):
+        StreamRidgeClassifierCV(class_weight="balanced").partial_fit(X, y, classes=[0, 1, 7])
