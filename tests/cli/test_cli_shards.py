@@ -128,7 +128,7 @@ def test_disk_full_leaves_nothing_half_written(tmp_path, store, capsys, monkeypa
     ids=["seed", "washout", "nested", "kind"],
 )
 def test_merge_of_other_maps_names_the_parameter(tmp_path, store, capsys, one, other, named):
-    """Used to print both maps as a dict cut after 120 characters, before the parameter that differs."""
+    """The refusal names the parameter that differs and both values, not the two maps whole."""
     shards = []
     for i, (spec, rows) in enumerate(((one, "0:1200"), (other, "1200:2400"))):
         (tmp_path / f"f{i}.json").write_text(json.dumps(spec))
@@ -144,7 +144,7 @@ def test_merge_of_other_maps_names_the_parameter(tmp_path, store, capsys, one, o
 
 
 def test_merge_of_a_file_that_is_not_statistics_says_what_it_is(tmp_path, store, capsys):
-    """A model file used to give "meta_json is not a file in the archive"; a directory an errno."""
+    """A model file, a directory or a text file given as statistics: the refusal says what the file is."""
     s = str(tmp_path / "s.npz")
     assert main(["stats", "--data", store, "--rows", "0:1200", "--out", s, "--quiet"]) == 0
     model = str(tmp_path / "m.npz")

@@ -39,8 +39,8 @@ def _stats(capsys, store, features, rows, out):
 
 
 def test_shards_holding_a_returning_series_are_refused_at_merge(tmp_path, rows, capsys):
-    """Each shard passes (series 0 is whole in each), as before; merge used to accept them (exit 0), and the
-    model fitted from them ran series 0's second part from rest; one pass refuses the data."""
+    """Each shard passes (series 0 is whole in each); merge refuses them, as one pass refuses the data: a model
+    fitted from them would run series 0's second part from rest."""
     X, y = rows
     store = _store(tmp_path, X, y, np.repeat(RETURNING, 100))
     features = tmp_path / "f.json"
@@ -107,7 +107,7 @@ def test_a_series_split_between_shards_is_refused_as_one_pass_cannot_run_it_so(t
 
 @pytest.mark.parametrize("cv", ["groups", 2])
 def test_partial_fit_refuses_a_series_from_an_earlier_call(rows, cv):
-    """partial_fit used to accept series 0 again (its second part run from rest); the refused call changes nothing."""
+    """partial_fit refuses series 0 again (its second part would run from rest); the refused call changes nothing."""
     X, y = rows
     g = np.repeat(RETURNING, 100)
     est = sr.StreamRidgeCV(cv=cv, features=EchoStateNetwork(10, seed=1))
