@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from streamridge.errors import InputError
+from streamridge.sources import ROLES
 from streamridge.sources.blocks import block_ranges
 
-ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
 PREFETCH_BYTES = 128 * 2**20  # two read blocks (decoded) up to this size: the next is read while one is used
