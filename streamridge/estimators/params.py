@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from streamridge.datapass.scheduling import StartingCluster
 from streamridge.errors import ParameterError
 from streamridge.folds.splits import check_cv, is_splits
 from streamridge.model_selection.metrics import check_scoring
@@ -98,26 +99,27 @@ def integer(low: int, *, optional: bool = False, why: str = "") -> Rule:
 BOOLEAN = Rule("True or False", _is_bool)
 
 
-def _feature_indices(value: Any) -> bool:
-    """A sequence of distinct integers >= 0 (feature indices; their range is checked with the features)."""
-    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-        return False
+def _integers(value: Any, low: int) -> list[Any] | None:
+    """The items of a list, tuple or 1-D array of integers >= ``low`` (None if it is not one; never consumed)."""
+    if not isinstance(value, (Sequence, np.ndarray)) or isinstance(value, (str, bytes)):
+        return None
     items = list(value)
-    return all(_is_int(f) and f >= 0 for f in items) and len({int(f) for f in items}) == len(items)
+    return items if all(_is_int(n) and n >= low for n in items) else None
+
+
+def _feature_indices(value: Any) -> bool:
+    """Distinct integers >= 0 (feature indices; their range is checked with the features)."""
+    items = _integers(value, 0)
+    return items is not None and len({int(f) for f in items}) == len(items)
 
 
 def _prefix_sizes(value: Any) -> bool:
-    """A non-empty sequence of integers >= 1 (their range is checked with the features of the model)."""
-    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-        return False
-    items = list(value)
-    return bool(items) and all(_is_int(n) and n >= 1 for n in items)
+    """A non-empty list of integers >= 1 (their range is checked with the features of the model)."""
+    return bool(_integers(value, 1))
 
 
 def _scheduler(value: Any) -> bool:
     """A scheduler spec of :mod:`streamridge.datapass.scheduling`: None, a string, a started cluster or a Client."""
-    from streamridge.datapass.scheduling import StartingCluster
-
     client = hasattr(value, "scheduler_info") and hasattr(value, "submit")
     return value is None or isinstance(value, (str, StartingCluster)) or client
 
@@ -182,7 +184,7 @@ def _common(*, classifier: bool) -> dict[str, Constraint]:
         "max_features": integer(1, optional=True),
         "min_features": integer(1, optional=True),
         "force_features": Rule(
-            "None or a sequence of distinct feature indices (integers >= 0)",
+            "None or a list of distinct feature indices (integers >= 0)",
             lambda v: v is None or _feature_indices(v),
         ),
         "patience": integer(1, optional=True),

@@ -91,7 +91,7 @@ def test_a_value_of_no_accepted_type_is_refused_naming_parameter_and_value(cls, 
         ({"chunk_rows": 0}, "chunk_rows must be an integer >= 1 or None; got chunk_rows=0"),
         (
             {"force_features": [1, 1]},
-            "force_features must be None or a sequence of distinct feature indices (integers >= 0); "
+            "force_features must be None or a list of distinct feature indices (integers >= 0); "
             "got force_features=[1, 1]",
         ),
         (
