@@ -8,7 +8,7 @@ from typing import Any
 
 def emit(obj: dict[str, Any] | str, *, as_json: bool) -> None:
     """Print ``obj`` as one JSON object (NaN/inf and NumPy values made JSON-safe) or as text."""
-    from streamridge.io.model_file import json_safe
+    from streamridge.io.model_json import json_safe
 
     print(json.dumps(json_safe(obj, str), allow_nan=False) if as_json else obj)
 

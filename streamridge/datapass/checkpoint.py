@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from streamridge.errors import CheckpointError, ModelFileError
+from streamridge.sources import ROLES
 from streamridge.stats.foldstats import STATS_ARRAYS, FoldStats, atomic_write_npz, load_stats, merge
 
 FILE = "checkpoint.npz"
@@ -44,7 +45,6 @@ LANE_FILE = "lane-{}.npz"
 VERSION = 2
 LANE_FORMAT = "streamridge-lane-progress"
 LANE_VERSION = 1
-_ROLES = ("X", "y", "groups", "sample_weight")
 
 
 def _digest(obj: Any) -> str:
@@ -72,7 +72,7 @@ def fingerprint(
         The data set, for the message.
     """
     arrays: dict[str, Any] = {}
-    for role in _ROLES:
+    for role in ROLES:
         r = readers.get(role)
         arrays[role] = (
             None

@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 
 from streamridge.errors import InputError
+from streamridge.sources import ROLES
+from streamridge.sources.blocks import block_ranges
 
-ROLES = ("X", "y", "groups", "sample_weight")
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
 PREFETCH_BYTES = 128 * 2**20  # two read blocks (decoded) up to this size: the next is read while one is used
 SUB_BLOCK_BYTES = 16 * 2**20  # float64 bytes of X per kernel call (BLAS-efficient rank-k updates)
-EDGE_PARTS = 4  # a partition's first and last read blocks are about 1 / EDGE_PARTS of a read block
 ROWS_PER_CELL = 2048  # default partitions hold at least this many rows per cell: a partition's fixed cost
 # (zeroing, symmetrizing and merging K x C x N x N statistics) stays a few % of its rank-k updates
 BALANCE_BELOW = 16  # passes of fewer partitions get an even number of equal ones (see _balanced)
@@ -445,49 +445,6 @@ class RangeCursor:
             self.b0, self.b1 = end - self.buf.shape[0], end
         assert self.buf is not None
         return self.buf[a - self.b0 : b - self.b0]
-
-
-def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
-    """Yield ``(a, b)``: X rows ``[start, stop)`` in read blocks of whole stored read units.
-
-    The first and the last block of a partition are cut to about a quarter of
-    ``read_rows`` where stored read units allow (``EDGE_PARTS``): a task
-    reading ahead waits for its first block before its statistics start, and
-    its last block's statistics run after its reads are done, so short edges
-    shorten both (a read-bound pass of two 32 MB blocks per task spent a
-    quarter of its time in them).  A function of the rows and the grid only.
-    """
-    grid = X.grid()
-    edge = max(1, read_rows // EDGE_PARTS)
-
-    def plain() -> Any:
-        pos = start
-        while pos < stop:
-            end = grid.floor(pos + read_rows, unit=True)
-            if end <= pos:
-                end = grid.ceil(pos + 1, unit=True)
-            end = min(stop, end)
-            yield pos, end
-            pos = end
-
-    def head(a: int, b: int) -> list[tuple[int, int]]:
-        m = grid.floor(a + edge, unit=True)
-        return [(a, m), (m, b)] if a < m < b else [(a, b)]
-
-    def tail(a: int, b: int) -> list[tuple[int, int]]:
-        m = grid.ceil(b - edge, unit=True)
-        return [(a, m), (m, b)] if a < m < b and b - m < m - a else [(a, b)]
-
-    blocks = plain()
-    prev = next(blocks, None)
-    first = True
-    for cur in blocks:
-        yield from head(*prev) if first else [prev]  # type: ignore[misc]
-        first, prev = False, cur
-    if prev is not None:
-        edges = head(*prev) if first else [prev]
-        yield from edges[:-1]
-        yield from tail(*edges[-1])
 
 
 def read_blocks(

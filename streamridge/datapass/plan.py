@@ -49,9 +49,7 @@ from streamridge.features._series import (
     merge_chunk_heads,
     series_runs,
 )
-
-#: the roles of a source a lane reads, in the order of a chunk's arrays
-ROLES = ("X", "y", "groups", "sample_weight")
+from streamridge.sources import ROLES  # the roles of a source a lane reads, in the order of a chunk's arrays
 
 #: one mapped piece of a lane's rows: features, y, groups, weights, first row, rows left out (washout) or None
 Piece = tuple[np.ndarray, Any, Any, Any, int, Any]

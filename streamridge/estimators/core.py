@@ -16,6 +16,7 @@ import numpy as np
 
 from streamridge.errors import ParameterError
 from streamridge.estimators.base import StreamRidgeBase
+from streamridge.estimators.params import CLASSIFIER_CONSTRAINTS, REGRESSOR_CONSTRAINTS
 from streamridge.folds.schemes import plain
 
 _PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features_selected_")
@@ -23,6 +24,8 @@ _PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_feature
 
 class RidgeCVCore(StreamRidgeBase):
     """Ridge regression with exact K-fold lambda search (the parameters: see :class:`~streamridge.StreamRidgeCV`)."""
+
+    _parameter_constraints = REGRESSOR_CONSTRAINTS
 
     def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
@@ -87,6 +90,7 @@ class RidgeClassifierCVCore(StreamRidgeBase):
 
     _classifier = True
     _model_name = "StreamRidgeClassifierCV"
+    _parameter_constraints = CLASSIFIER_CONSTRAINTS
 
     def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
@@ -116,30 +120,22 @@ class RidgeClassifierCVCore(StreamRidgeBase):
         self.rescore = rescore
 
     def _balanced(self) -> bool | np.ndarray:
+        """``class_weight`` (checked with the parameters) for the forms: a bool, or the factor of each class."""
         cw = self.class_weight
-        if cw is None or cw == "balanced":
-            return cw == "balanced"
         if not isinstance(cw, dict):
-            raise ParameterError(f"class_weight must be None, 'balanced' or a dict {{label: weight}}; got class_weight={cw!r}")
-        if getattr(self, "_labels", None) is None:
-            return False
-        factors = np.array([float(cw.get(plain(c), 1.0)) for c in self._labels])
-        if np.any(~np.isfinite(factors) | (factors < 0)):
-            raise ParameterError(f"class_weight values must be non-negative; got class_weight={cw!r}")
-        return factors
+            return cw == "balanced"
+        return np.array([float(cw.get(plain(c), 1.0)) for c in self._labels])
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> Self:
         """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
         for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
             self.__dict__.pop(attr, None)
-        self._balanced()
         return self._fit(X, y, groups, sample_weight, partial=False)
 
     def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, classes: Any = None) -> Self:
         """Add rows; ``classes`` (all labels) is required on the first call."""
         if not hasattr(self, "stats_") and classes is None:
             raise ParameterError("classes must be passed on the first call to partial_fit (all labels that will occur)")
-        self._balanced()
         return self._fit(X, y, groups, sample_weight, classes, partial=True)
 
     @property

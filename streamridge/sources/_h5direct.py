@@ -8,7 +8,7 @@ whose chunks hold whole rows, with no filter, ``deflate`` (gzip) or ``shuffle``
 then ``deflate``, is a list of (offset, size) per chunk, taken once from HDF5's
 chunk index (:func:`chunk_table`), fetched in one call per read (local files with
 ``readinto``; URLs with fsspec's concurrent ``cat_ranges``) and inflated with
-:mod:`zlib` (as zarr's zlib chunks, :func:`._zstream.decode_into`), which releases the GIL.  Other layouts return None from
+:mod:`zlib` (as zarr's zlib chunks, :func:`._zdecode.decode_into`), which releases the GIL.  Other layouts return None from
 :func:`direct_layout` and are read by h5py.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.sources._zstream import decode_into
+from streamridge.sources._zdecode import decode_into
 
 _DEFLATE, _SHUFFLE = 1, 2  # HDF5 filter ids
 

@@ -16,7 +16,8 @@ from streamridge.errors import SourceError
 from streamridge.sources._common import ROLES, atomic_path, default_chunk_rows, is_dask_array, row_blocks
 from streamridge.sources._protocol import ArrayReader, Container, RowGrid
 from streamridge.sources._url import remote_errors
-from streamridge.sources._zstream import decode_pieces, direct_codec, read_rows, stream_chunk, stream_codec
+from streamridge.sources._zdecode import decode_pieces
+from streamridge.sources._zstream import direct_codec, read_rows, stream_chunk, stream_codec
 
 
 class ZarrReader(ArrayReader):
@@ -102,7 +103,7 @@ class ZarrReader(ArrayReader):
 
         The compressed chunk is fetched now (a local file is opened and read
         in pieces as it is decoded) and decoded piece by piece as the
-        iterator is consumed (see :mod:`._zstream`): memory is the compressed
+        iterator is consumed (see :mod:`._zdecode`): memory is the compressed
         chunk (a local file's: a few MB) and one piece, not the decoded
         chunk.  ``alloc(n)`` gives the array a piece of ``n`` rows is decoded
         into (None: a new one per piece).  None when the rows are not one

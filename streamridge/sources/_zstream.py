@@ -1,18 +1,18 @@
-"""Whole stored zarr chunks decoded in pieces of whole rows (zstd, zlib and gzip chains).
+"""Stored zarr chunks fetched and decoded here: which chains qualify, their bytes, whole rows of several chunks.
 
 A stored chunk larger than a kernel sub-block need not be decoded whole before
 its statistics start: its compressed bytes are fetched once (a local file's
-read in pieces as they are decoded) and decompressed incrementally, one piece
-of rows at a time, into the caller's arrays (zstd: ``zstandard``'s stream
-reader decompresses straight into the array, releasing the GIL; zlib/gzip:
-the standard library's ``decompressobj``).  Memory: the compressed chunk
-(a few MB for a local file) and the pieces in flight, not the decoded chunk.
+read in pieces as they are decoded, :func:`stream_chunk`) and decompressed
+incrementally, one piece of rows at a time, into the caller's arrays
+(:mod:`._zdecode`).  Memory: the compressed chunk (a few MB for a local file)
+and the pieces in flight, not the decoded chunk.
 
-Only chains that are a plain byte stream of C-ordered rows qualify: zarr v3
-``bytes`` (host byte order) + ``zstd`` or ``gzip``; zarr v2 without filters,
-C order, host byte order, with a ``Zstd``, ``Zlib`` or ``GZip`` compressor.
-Anything else (transposes, filters, blosc, sharding, checksums codecs) is
-read by zarr's own pipeline (:func:`streamridge.sources._zarr.decode_chunk`).
+Only chains that are a plain byte stream of C-ordered rows qualify
+(:func:`stream_codec`): zarr v3 ``bytes`` (host byte order) + ``zstd`` or
+``gzip``; zarr v2 without filters, C order, host byte order, with a ``Zstd``,
+``Zlib`` or ``GZip`` compressor.  Anything else (transposes, filters, blosc,
+sharding, checksums codecs) is read by zarr's own pipeline
+(:func:`streamridge.sources._zarr.decode_chunk`).
 
 Reads of whole rows of several stored chunks (:func:`read_rows`) decode the
 same chains, and blosc, straight into the output array: the compressed chunks
@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import os
 import sys
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-ZLIB_WBITS = {"zlib": zlib.MAX_WBITS, "gzip": 16 + zlib.MAX_WBITS}
-ZLIB_INPUT = 2**20  # compressed bytes handed to zlib per call (bounds its copies of unconsumed input)
+from streamridge.sources._zdecode import decode_into
+from streamridge.sources._zdecode import (
+    decode_pieces as decode_pieces,  # re-exported beside stream_chunk, whose pieces it decodes
+)
 
 
 def stream_codec(array: Any) -> str | None:
@@ -114,7 +115,9 @@ def direct_codec(array: Any) -> str | None:
             return streamed
         codec_id = None if meta.compressor is None else str(getattr(meta.compressor, "codec_id", ""))
         plain = not meta.filters and (meta.order == "C" or len(meta.shape) == 1)
-        stored = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
+        stored = (
+            meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
+        )
         if not plain or not stored.isnative or stored.newbyteorder("=") != dtype.newbyteorder("="):
             return None
         return {None: "raw", "blosc": "blosc"}.get(codec_id)
@@ -135,7 +138,9 @@ def _v3_direct(codecs: Any, dtype: np.dtype[Any]) -> str | None:
     return "blosc" if isinstance(codecs[1], BloscCodec) else _v3_codec(codecs, dtype)
 
 
-def read_rows(array: Any, codec: str, start: int, stop: int, indexes: dict[str, Any] | None = None) -> np.ndarray | None:
+def read_rows(
+    array: Any, codec: str, start: int, stop: int, indexes: dict[str, Any] | None = None
+) -> np.ndarray | None:
     """Rows ``[start, stop)`` of a zarr array chunked along its rows only, decoded here (see :func:`direct_codec`).
 
     Every stored chunk the rows touch is fetched once (all in one call; the
@@ -154,7 +159,9 @@ def read_rows(array: Any, codec: str, start: int, stop: int, indexes: dict[str, 
     row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     ks = range(start // step, -(-stop // step))
     try:
-        fetched = _fetch_sharded(array, ks, indexes) if getattr(array, "shards", None) else _whole_chunks(array, ks)
+        fetched = (
+            _fetch_sharded(array, ks, indexes) if getattr(array, "shards", None) else _whole_chunks(array, ks)
+        )
     except (AttributeError, ImportError, TypeError):  # pragma: no cover - other zarr versions
         return None
     if codec == "raw" and len(fetched) == 1 and fetched[0][1] is not None:  # one uncompressed chunk: no copy
@@ -253,7 +260,9 @@ def _fetch_sharded(array: Any, ks: range, kept: dict[str, Any] | None = None) ->
         try:
             found = await sharding._load_shard_index_maybe(aa.store_path / keys[s], per_shard)
         except ValueError as exc:  # its checksum
-            raise OSError(f"shard {keys[s]} is corrupted: its index does not match its checksum ({exc})") from None
+            raise OSError(
+                f"shard {keys[s]} is corrupted: its index does not match its checksum ({exc})"
+            ) from None
         if kept is not None and found is not None:
             if len(kept) >= INDEXES_KEPT:
                 kept.pop(next(iter(kept), ""), None)  # readers are shared by the threads of a pass
@@ -282,14 +291,19 @@ def _fetch_sharded(array: Any, ks: range, kept: dict[str, Any] | None = None) ->
         proto = default_buffer_prototype()
 
         async def fetch() -> list[Any]:
-            gets = ((aa.store_path / keys[s]).get(prototype=proto, byte_range=RangeByteRequest(a, b)) for s, a, b in ranges)
+            gets = (
+                (aa.store_path / keys[s]).get(prototype=proto, byte_range=RangeByteRequest(a, b))
+                for s, a, b in ranges
+            )
             return [None if raw is None else raw.as_numpy_array() for raw in await asyncio.gather(*gets)]
 
         got = sync(fetch())
     held: dict[int, list[tuple[int, Any]]] = {}
     for (s, a, b), data in zip(ranges, got):
         if data is None or len(data) != b - a:
-            raise OSError(f"shard {keys[s]} is truncated: its bytes {a}-{b}, listed in its index, are missing")
+            raise OSError(
+                f"shard {keys[s]} is truncated: its bytes {a}-{b}, listed in its index, are missing"
+            )
         held.setdefault(s, []).append((a, data))
     out: list[tuple[str, Any]] = []
     for s, inner in by_shard.items():
@@ -325,47 +339,6 @@ def _read_file(path: str, start: int | None = None, stop: int | None = None) -> 
     except FileNotFoundError:
         return None
     return raw[:got]
-
-
-def decode_into(raw: Any, codec: str, dest: np.ndarray, skip: int, total: int, key: str) -> None:
-    """Decode the bytes ``[skip, skip + len(dest))`` of a stored chunk of ``total`` bytes into ``dest`` (uint8)."""
-    if codec == "raw":
-        if len(raw) != total:
-            raise OSError(f"stored chunk {key} is corrupted: {len(raw)} bytes instead of {total}")
-        dest[:] = np.frombuffer(raw, dtype=np.uint8)[skip : skip + len(dest)]
-        return
-    if codec == "blosc":
-        from numcodecs import blosc
-
-        try:
-            header = bytes(memoryview(raw).cast("B")[:16])  # blosc header: ..., nbytes, blocksize, cbytes
-            nbytes, cbytes = (int.from_bytes(header[i : i + 4], "little") for i in (4, 12)) if len(header) == 16 else (-1, -1)
-            if cbytes != len(raw):
-                raise OSError(f"stored chunk {key} (blosc) is truncated: {len(raw)} of {cbytes} bytes stored")
-            if nbytes != total:
-                raise OSError(f"stored chunk {key} (blosc) is corrupted: {nbytes} bytes instead of {total}")
-            if skip == 0 and len(dest) == total:
-                blosc.decompress(raw, dest)
-            else:
-                dest[:] = np.frombuffer(blosc.decompress(raw), dtype=np.uint8)[skip : skip + len(dest)]
-        except (RuntimeError, ValueError) as exc:
-            raise OSError(f"stored chunk {key} (blosc) is corrupted: {exc}") from None
-        return
-    reader = _Reader(raw, codec, key)
-    scratch = np.empty(min(max(skip, total - skip - len(dest)), 4 * 2**20), dtype=np.uint8)
-    for n in _spans(skip, len(scratch)):
-        reader.fill(scratch[:n], n, total)
-    reader.fill(dest, len(dest), total)
-    for n in _spans(total - skip - len(dest), len(scratch)):
-        reader.fill(scratch[:n], n, total)
-    reader.check_end(total)
-
-
-def _spans(n: int, size: int) -> Iterator[int]:
-    """``n`` bytes in pieces of at most ``size``."""
-    while n > 0:
-        yield min(n, size)
-        n -= min(n, size)
 
 
 def fetch_chunk(array: Any, k: int) -> tuple[str, Any] | None:
@@ -411,142 +384,3 @@ def file_pieces(path: str, offset: int, size: int) -> Iterator[bytes]:
                 raise OSError(f"{path} ends inside the chunk at {offset}: it is truncated")
             size -= len(data)
             yield data
-
-
-def decode_pieces(
-    raw: Any,
-    codec: str,
-    dtype: np.dtype[Any],
-    row_shape: tuple[int, ...],
-    chunk_rows: int,
-    sizes: list[int],
-    key: str,
-    alloc: Callable[[int], np.ndarray] | None = None,
-) -> Iterator[np.ndarray]:
-    """Yield the rows of one stored chunk as arrays of ``sizes[0], sizes[1], ...`` rows.
-
-    The rows past ``sum(sizes)`` (the padding of a last, partial chunk) are
-    decoded and dropped, and the stream must hold exactly ``chunk_rows`` rows:
-    a truncated or corrupted chunk raises a one-line :class:`OSError`.
-
-    Parameters
-    ----------
-    raw : bytes-like
-        The compressed chunk.
-    codec : {"zstd", "zlib", "gzip"}
-    dtype : numpy dtype
-    row_shape : tuple of int
-        Shape of one row (the array's shape after the first axis).
-    chunk_rows : int
-        Rows of a stored chunk (the chunk shape along the rows).
-    sizes : list of int
-        Rows of each piece, in order.
-    key : str
-        The chunk's key, for messages.
-    alloc : callable or None
-        ``alloc(n)`` gives the C-contiguous array of ``n`` rows a piece is
-        decoded into (e.g. reused buffers, :class:`streamridge.sources.pieces.PieceBuffers`);
-        None allocates a new array per piece.
-    """
-    row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
-    reader = _Reader(raw, codec, key)
-    for n in sizes:
-        piece = np.empty((n, *row_shape), dtype=dtype) if alloc is None else alloc(n)
-        reader.fill(piece.reshape(-1).view(np.uint8), n * row_bytes, chunk_rows * row_bytes)
-        yield piece
-        del piece  # not held while the next piece's array is taken
-    rest = (chunk_rows - sum(sizes)) * row_bytes
-    scratch = np.empty(min(rest, 4 * 2**20), dtype=np.uint8)
-    for n in _spans(rest, len(scratch)):
-        reader.fill(scratch[:n], n, chunk_rows * row_bytes)
-    reader.check_end(chunk_rows * row_bytes)
-
-
-class _PieceFile:
-    """A file-like ``read`` over an iterator of byte pieces (for zstandard's stream reader), without copies."""
-
-    def __init__(self, pieces: Iterator[Any]) -> None:
-        self.pieces, self.view, self.pos = pieces, memoryview(b""), 0
-
-    def read(self, n: int = -1) -> Any:
-        while self.pos >= len(self.view):
-            nxt = next(self.pieces, None)
-            if nxt is None:
-                return b""
-            self.view, self.pos = memoryview(nxt).cast("B"), 0
-        end = len(self.view) if n < 0 else self.pos + n
-        out = self.view[self.pos : end]
-        self.pos += len(out)
-        return out
-
-
-class _Reader:
-    """Incremental decompression of one stored chunk into caller buffers.
-
-    ``raw`` is the compressed chunk, or an iterator over its pieces (e.g.
-    :func:`file_pieces`), read as decompression needs them.
-    """
-
-    def __init__(self, raw: Any, codec: str, key: str) -> None:
-        self.key, self.codec, self.done = key, codec, 0
-        self.pieces = raw if isinstance(raw, Iterator) else None
-        self.raw = memoryview(b"") if self.pieces is not None else memoryview(raw).cast("B")
-        if codec == "zstd":
-            import zstandard
-
-            self.errors: tuple[type[Exception], ...] = (zstandard.ZstdError,)
-            source: Any = self.raw if self.pieces is None else _PieceFile(self.pieces)
-            self.zs = zstandard.ZstdDecompressor().stream_reader(source, read_size=2**20, read_across_frames=True)
-        else:
-            self.errors = (zlib.error,)
-            self.zd = zlib.decompressobj(ZLIB_WBITS[codec])
-            self.pos = 0
-
-    def fill(self, out: np.ndarray, n: int, total: int) -> None:
-        """Decode the next ``n`` bytes into ``out[:n]`` (uint8); the chunk holds ``total`` bytes."""
-        try:
-            got = self._zstd_into(out, n) if self.codec == "zstd" else self._zlib_into(out, n)
-        except self.errors as exc:
-            raise OSError(f"stored chunk {self.key} ({self.codec}) is corrupted: {exc}") from None
-        self.done += got
-        if got < n:
-            raise OSError(
-                f"stored chunk {self.key} ({self.codec}) is truncated: {self.done} of {total} bytes decoded"
-            )
-
-    def check_end(self, total: int) -> None:
-        """Raise unless the stream ends here (no bytes beyond the chunk's, a complete frame)."""
-        extra = np.empty(1, dtype=np.uint8)
-        try:
-            more = self._zstd_into(extra, 1) if self.codec == "zstd" else self._zlib_into(extra, 1)
-            ended = self.codec == "zstd" or self.zd.eof
-        except self.errors as exc:
-            raise OSError(f"stored chunk {self.key} ({self.codec}) is corrupted: {exc}") from None
-        if more or not ended:
-            what = f"more than {total} bytes" if more else "an incomplete stream"
-            raise OSError(f"stored chunk {self.key} ({self.codec}) is corrupted: {what}")
-
-    def _zstd_into(self, out: np.ndarray, n: int) -> int:
-        view, pos = memoryview(out.data)[:n], 0
-        while pos < n:
-            got = self.zs.readinto(view[pos:])
-            if not got:
-                break
-            pos += got
-        return pos
-
-    def _zlib_into(self, out: np.ndarray, n: int) -> int:
-        pos = 0
-        while pos < n and not self.zd.eof:
-            data: bytes | memoryview = self.zd.unconsumed_tail
-            if not data and self.pieces is not None:  # compressed bytes read while they are inflated
-                data = next(self.pieces, b"")
-            elif not data and self.pos < len(self.raw):
-                data = self.raw[self.pos : self.pos + ZLIB_INPUT]
-                self.pos += len(data)
-            chunk = self.zd.decompress(data, n - pos)  # empty input: output zlib still holds
-            if not chunk and not data:
-                break
-            out[pos : pos + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
-            pos += len(chunk)
-        return pos

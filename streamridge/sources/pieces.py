@@ -1,7 +1,7 @@
 """A partition's read blocks as a stream of sub-block pieces, decoded ahead on a thread of the task.
 
 A reader that can decode one stored chunk in pieces (``reader.pieces``, e.g.
-a zstd zarr chunk, :mod:`streamridge.sources._zstream`) hands them over one
+a zstd zarr chunk, :mod:`streamridge.sources._zdecode`) hands them over one
 sub-block at a time, into arrays of a small pool (:class:`PieceBuffers`)
 that are reused once the consumer has let go of them: a piece costs no
 fresh pages (a 51 MB piece is a fresh ``mmap`` per allocation, whose pages

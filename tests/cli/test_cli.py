@@ -106,6 +106,32 @@ def test_fit_from_saved_statistics(store, tmp_path, capsys):
     np.testing.assert_array_equal(load_model(again).alphas_, [0.1, 1.0])
 
 
+@pytest.mark.parametrize("command", ["fit", "stats"])
+def test_cli_runs_the_estimator_it_builds_unchanged(store, tmp_path, capsys, monkeypatch, command):
+    """The estimator a command runs has the options as given (``--scheduler local:1``, not a started
+    cluster), and nothing sets its parameters after the pass: the model file records what ran."""
+    from streamridge.estimators.core import RidgeCVCore
+
+    method = "fit" if command == "fit" else "compute_stats"
+    real, seen = getattr(RidgeCVCore, method), {}
+
+    def recording(self, *args, **kwargs):
+        seen["before"] = self.get_params()
+        out = real(self, *args, **kwargs)
+        seen["after"], seen["estimator"] = self.get_params(), self
+        return out
+
+    monkeypatch.setattr(RidgeCVCore, method, recording)
+    out = tmp_path / "out.npz"
+    code, _, err = run(capsys, command, "--data", store, "--scheduler", "local:1", "--out", out, "--quiet")
+    assert code == 0, err
+    assert seen["before"]["scheduler"] == "local:1"
+    assert seen["estimator"].get_params() == seen["after"] == seen["before"]
+    if command == "fit":
+        header, _ = read_model(out)
+        assert header["params"]["scheduler"] == "local:1" and header["params_dropped"] == []
+
+
 def test_fit_classifier_and_predict_labels(tmp_path, rng, capsys):
     X = rng.standard_normal((400, 4))
     labels = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5]) * 10
