@@ -169,22 +169,24 @@ class EchoStateNetwork(FeatureMap):
 
     def _units(self) -> int:
         """The number of units: ``n_units``, else the size of a given matrix, else 100."""
-        return _units(self.get_params(deep=False))
+        return _units({"n_units": self.n_units, "W": self.W, "W_in": self.W_in, "bias": self.bias})
 
     def footprint(self, n_features_in: int) -> Footprint:
-        """The ``n_units x n_units`` reservoir; drawing it needs 9 bytes per entry and 256 bytes per unit more.
+        """The ``n_units x n_units`` reservoir and its transpose; drawing it needs 9 bytes per entry and 256
+        bytes per unit more.
 
-        Drawing it holds a uniform draw and a boolean mask of its size (8 + 1 bytes per entry);
-        its spectral radius (``eigvals``: a copy, and a workspace of a few dozen floats per unit) and the
-        rescaling one copy each, one after the other.  A given ``W`` is taken as it is.
+        The fitted map keeps W and W' (the step loop's GEMM operand, C-contiguous).  Drawing W holds a
+        uniform draw and a boolean mask of its size (8 + 1 bytes per entry); its spectral radius
+        (``eigvals``: a copy, and a workspace of a few dozen floats per unit) and the rescaling one copy
+        each, one after the other, before W' is made.  A given ``W`` is taken as it is.
         """
         n, m = self._units(), int(n_features_in)
-        held = 8 * (n * m + n + n * n)
-        drawing = 0 if self.W is not None else 9 * n * n + 256 * n
+        inputs = 8 * (n * m + n)
+        held = inputs + 16 * n * n
+        peak = held if self.W is not None else max(held, inputs + 17 * n * n + 256 * n)
         label = f"esn(n_units={n})" if self.W is None else f"esn(W of {n} x {n})"
-        return Footprint(
-            n, held, held + drawing, f"a {n} x {n} reservoir", label, "n_units" if self.W is None else "W"
-        )
+        what = f"a {n} x {n} reservoir and its transpose"
+        return Footprint(n, held, peak, what, label, "n_units" if self.W is None else "W")
 
     def rows_left_out(self) -> int:
         """The washout."""
@@ -207,6 +209,7 @@ class EchoStateNetwork(FeatureMap):
             if self.W is not None
             else _draw_reservoir(rng, n, self.sparsity, self.spectral_radius)
         )
+        self._keep_transposed()
 
     def _n_out(self) -> int:
         return self._units()
@@ -252,7 +255,7 @@ class EchoStateNetwork(FeatureMap):
         F = _output(out, int(offsets[-1]), n)
         if pos:
             inputs = np.concatenate([np.asarray(X, dtype=np.float64) for X, *_ in items], axis=0)
-            weights = (self.w_in_, self.bias_, np.ascontiguousarray(self.w_res_.T))
+            weights = (self.w_in_, self.bias_, self._transposed())
             finals = run_series(
                 inputs,
                 np.concatenate(pos),
@@ -270,6 +273,32 @@ class EchoStateNetwork(FeatureMap):
                 (F[offsets[k] : offsets[k + 1]], (series, t, x) if lst is not None else items[k][3])
             )
         return mapped
+
+    def _transposed(self) -> np.ndarray:
+        """W' (C-contiguous) for the step loop: the one kept since the fit, unless ``w_res_`` was replaced since."""
+        kept = self.__dict__.get("_w_res_t")
+        if kept is not None and kept[0] is self.w_res_:
+            return kept[1]
+        return np.ascontiguousarray(self.w_res_.T)
+
+    def _keep_transposed(self) -> None:
+        """Keep W' with the fitted map (a forecast calls the map once per step: no copy of W per call)."""
+        self._w_res_t = (self.w_res_, np.ascontiguousarray(self.w_res_.T))
+
+    def _set_fitted(self, n_in: int, arrays: dict[str, np.ndarray]) -> None:
+        super()._set_fitted(n_in, arrays)
+        self._keep_transposed()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The map without the kept W' (pickles stay the size of the map; it is made again when unpickled)."""
+        state = dict(super().__getstate__())
+        state.pop("_w_res_t", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "w_res_" in self.__dict__:
+            self._keep_transposed()
 
     def keep_mask(self, m: int, groups: Any, state: Any) -> np.ndarray | None:
         """False for the first ``washout`` rows of every series."""
