@@ -28,9 +28,16 @@ def test_every_example_is_tested():
 
 
 CHECKS = {
-    "esn_narma10": lambda r: r["nrmse"] < 0.6 and abs(r["nrmse"] - r["nrmse_sklearn"]) < 1e-6 and r["gap"] < 1e-6,
+    "esn_narma10": lambda r: (
+        r["nrmse"] < 0.6 and abs(r["nrmse"] - r["nrmse_sklearn"]) < 1e-6 and r["gap"] < 1e-6
+    ),
     "esn_mackey_glass": lambda r: r["nrmse"] < 0.05,
-    "elm_selection": lambda r: r["backward"]["units"] < 30 and r["forward"]["units"] < 30 and r["all"]["units"] == 30,
+    "esn_mackey_glass_forecast": lambda r: (
+        r["nrmse_1_min"] < 0.01 and r["median_valid_1se"] >= 50 and r["valid_steps"] >= 50
+    ),
+    "elm_selection": lambda r: (
+        r["backward"]["units"] < 30 and r["forward"]["units"] < 30 and r["all"]["units"] == 30
+    ),
     "crrr_unbalanced": lambda r: r["CRRR"]["balanced_accuracy"] > r["unweighted"]["balanced_accuracy"] + 0.1,
     "rvfl_multiclass": lambda r: r["RVFL"] > 0.9 and r["ELM"] > 0.9,
     "nystroem_basis_removal": lambda r: r["kept"] < 30 and r["mse"] < 3.0,

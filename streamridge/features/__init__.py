@@ -2,7 +2,7 @@
 
 =====================  =====================================================================
 ``RandomHidden``       ELM hidden layer (tanh, sigmoid, relu, rbf); ``direct=True``: RVFL
-``EchoStateNetwork``   leaky tanh reservoir, state carried within each series (stateful)
+``EchoStateNetwork``   leaky reservoir, drawn or given, state carried within each series (stateful)
 ``Nystroem``           kernel features from sampled or given basis rows (rbf, laplacian, polynomial)
 ``Distances``          distances to sampled or given reference points
 ``Delays``             time-delay embedding within each series (stateful)

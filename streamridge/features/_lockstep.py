@@ -27,6 +27,27 @@ BLOCK_BYTES = 1 << 20
 MIN_SLICE_STEPS = 4
 
 
+def _sigmoid(C: np.ndarray) -> None:
+    """1 / (1 + exp(-C)) in place, as 0.5 (1 + tanh(C / 2)) (no overflow for large |C|)."""
+    C *= 0.5
+    np.tanh(C, out=C)
+    C += 1.0
+    C *= 0.5
+
+
+def _relu(C: np.ndarray) -> None:
+    """max(C, 0) in place."""
+    np.maximum(C, 0.0, out=C)
+
+
+def _identity(C: np.ndarray) -> None:
+    """C as it is (a linear reservoir)."""
+
+
+#: the activations f of the units, each applied in place (tanh is called directly in the step loop)
+ACTIVATIONS = {"tanh": lambda C: np.tanh(C, out=C), "sigmoid": _sigmoid, "relu": _relu, "identity": _identity}
+
+
 def run_series(
     inputs: np.ndarray,
     pos: np.ndarray,
@@ -35,12 +56,13 @@ def run_series(
     a: float,
     X0: np.ndarray,
     out: np.ndarray,
+    activation: str = "tanh",
 ) -> np.ndarray:
     """States of the independent series ``inputs[pos[i]:ends[i]]`` (from states ``X0[i]``) into ``out``.
 
     .. code-block:: text
 
-        x(t) = (1 - a) x(t-1) + a tanh(W_in u(t) + b + W x(t-1))
+        x(t) = (1 - a) x(t-1) + a f(W_in u(t) + b + W x(t-1)),   f = tanh (or another of ACTIVATIONS)
 
     Parameters
     ----------
@@ -56,6 +78,7 @@ def run_series(
         State before the first row of every series.
     out : array of float64 of shape (n_rows, units)
         Receives the states; rows outside the series are left as they are.
+    activation : one of :data:`ACTIVATIONS`
 
     Returns
     -------
@@ -77,7 +100,7 @@ def run_series(
         Z = buffers[b % 2][: (t1 - t0) * k * units].reshape(t1 - t0, k, units)
         rows = starts[None, :k] + np.arange(t0, t1)[:, None]  # rows[i, s]: step t0 + i of series s
         np.matmul(U[rows.reshape(-1)], W_in, out=Z.reshape(-1, units))
-        X = _steps(Z, np.ascontiguousarray(X[:k]), weights[2], a)
+        X = _steps(Z, np.ascontiguousarray(X[:k]), weights[2], a, activation)
         if t1 - t0 >= MIN_SLICE_STEPS:
             for j, r in enumerate(starts[:k].tolist()):
                 out[r + t0 : r + t1] = Z[:, j]
@@ -102,10 +125,16 @@ def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float) -> np.ndarray:
+def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float, activation: str = "tanh") -> np.ndarray:
     """Run the steps of one block in place: ``Z`` (steps, k, units) holds their input terms on entry and
     their states on return; ``X`` (k, units) is the state before the block.  Returns the last state (a view of ``Z``)."""
-    dot, add, tanh, multiply = np.dot, np.add, np.tanh, np.multiply  # bound once, positional out: fewer lookups per step
+    dot, add, tanh, multiply = (
+        np.dot,
+        np.add,
+        np.tanh,
+        np.multiply,
+    )  # bound once, positional out: fewer lookups per step
+    other = None if activation == "tanh" else ACTIVATIONS[activation]
     tmp = np.empty_like(X)
     single = X.shape[0] == 1  # one series: a GEMV
     for C in Z:
@@ -114,7 +143,10 @@ def _steps(Z: np.ndarray, X: np.ndarray, WT: np.ndarray, a: float) -> np.ndarray
         else:
             dot(X, WT, tmp)
         add(C, tmp, C)
-        tanh(C, C)
+        if other is None:
+            tanh(C, C)
+        else:
+            other(C)
         if a != 1.0:
             multiply(C, a, C)
             multiply(X, 1.0 - a, tmp)

@@ -124,25 +124,63 @@ class NoneValue:
 
 @dataclass(frozen=True)
 class Rows:
-    """A 2-D array of finite numbers with at least one row (a list of rows of numbers in a file)."""
+    """A 2-D array of finite numbers with at least one row (a list of rows of numbers in a file).
+
+    ``shape`` names the shape expected, for the message; ``square``: as many rows as columns.
+    """
+
+    shape: str = "(n, n_features_in)"
+    square: bool = False
 
     def accepts(self, v: Any) -> bool:
         """True if ``v`` satisfies the constraint."""
-        if hasattr(v, "__array__") and not isinstance(
-            v, np.ndarray
-        ):  # a DataFrame, a dask array: as NumPy sees it
-            v = np.asarray(v)
+        v = _as_numpy(v)
         if isinstance(v, np.ndarray):
             ok = v.dtype.kind in "iuf" and v.ndim == 2 and v.shape[0] >= 1 and v.shape[1] >= 1
-            return ok and bool(np.isfinite(v).all())
+            return ok and (not self.square or v.shape[0] == v.shape[1]) and bool(np.isfinite(v).all())
         if not isinstance(v, (list, tuple)) or not v or not all(isinstance(r, (list, tuple)) for r in v):
             return False
         width = len(v[0])
-        return width >= 1 and all(len(r) == width and all(_is_number(x) for x in r) for r in v)
+        if width < 1 or (self.square and width != len(v)):
+            return False
+        return all(len(r) == width and all(_is_number(x) for x in r) for r in v)
 
     def text(self) -> str:
         """What the constraint asks for, after "must be"."""
-        return "a list of rows of finite numbers, all rows of the same length (an array of shape (n, n_features_in))"
+        what = (
+            "a square list of rows of finite numbers, as many rows as columns"
+            if self.square
+            else ("a list of rows of finite numbers, all rows of the same length")
+        )
+        return f"{what} (an array of shape {self.shape})"
+
+
+@dataclass(frozen=True)
+class Vector:
+    """A 1-D array of finite numbers with at least one entry (a list of numbers in a file).
+
+    ``shape`` names the shape expected, for the message.
+    """
+
+    shape: str = "(n,)"
+
+    def accepts(self, v: Any) -> bool:
+        """True if ``v`` satisfies the constraint."""
+        v = _as_numpy(v)
+        if isinstance(v, np.ndarray):
+            return v.dtype.kind in "iuf" and v.ndim == 1 and v.shape[0] >= 1 and bool(np.isfinite(v).all())
+        return isinstance(v, (list, tuple)) and len(v) >= 1 and all(_is_number(x) for x in v)
+
+    def text(self) -> str:
+        """What the constraint asks for, after "must be"."""
+        return f"a list of finite numbers (an array of shape {self.shape})"
+
+
+def _as_numpy(v: Any) -> Any:
+    """A DataFrame, a dask array or another array-like as NumPy sees it; lists and other values as they are."""
+    if hasattr(v, "__array__") and not isinstance(v, np.ndarray):
+        return np.asarray(v)
+    return v
 
 
 @dataclass(frozen=True)
@@ -151,14 +189,18 @@ class MapList:
 
     def accepts(self, v: Any) -> bool:
         """True if ``v`` satisfies the constraint."""
-        return isinstance(v, (list, tuple)) and len(v) > 0 and all(callable(getattr(m, "apply_chunk", None)) for m in v)
+        return (
+            isinstance(v, (list, tuple))
+            and len(v) > 0
+            and all(callable(getattr(m, "apply_chunk", None)) for m in v)
+        )
 
     def text(self) -> str:
         """What the constraint asks for, after "must be"."""
         return "a non-empty list of feature maps"
 
 
-Constraint = Integer | Real | Boolean | Choice | NoneValue | Rows | MapList
+Constraint = Integer | Real | Boolean | Choice | NoneValue | Rows | Vector | MapList
 
 Constraints = dict[str, tuple[Constraint, ...]]
 """A map's ``_param_constraints``: the constraints of every parameter (a value must satisfy one)."""

@@ -50,7 +50,9 @@ def from_dict(d: dict[str, Any]) -> FeatureMap:
     """Rebuild a map (fitted if the description holds arrays) from :meth:`FeatureMap.to_dict`."""
     version = d.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ModelFileError(f"feature map format {version!r} is newer than this streamridge reads ({FORMAT_VERSION}); upgrade streamridge")
+        raise ModelFileError(
+            f"feature map format {version!r} is newer than this streamridge reads ({FORMAT_VERSION}); upgrade streamridge"
+        )
     cls = map_class(d["map"])
     params = dict(d["params"])
     if "maps" in params:
@@ -62,15 +64,21 @@ def from_dict(d: dict[str, Any]) -> FeatureMap:
 
 
 def encode(fmap: FeatureMap, prefix: str = "fmap") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """A pure-JSON description and the arrays it refers to (``{"__array__": key}``)."""
+    """A pure-JSON description and the arrays it refers to (``{"__array__": key}``).
+
+    An array that appears twice (a given matrix that is also the fitted one, as an echo state
+    network's ``W`` and ``w_res_``) is stored once, both places referring to its key.
+    """
     arrays: dict[str, np.ndarray] = {}
+    keys: dict[int, str] = {}
 
     def walk(v: Any, path: str) -> Any:
         if isinstance(v, FeatureMap):
             return walk(v.to_dict(), path)
         if isinstance(v, np.ndarray):
-            arrays[path] = v
-            return {"__array__": path}
+            key = keys.setdefault(id(v), path)
+            arrays[key] = v
+            return {"__array__": key}
         if isinstance(v, dict):
             return {k: walk(x, f"{path}.{k}") for k, x in v.items()}
         if isinstance(v, (list, tuple)):
@@ -106,8 +114,13 @@ def to_json(fmap: FeatureMap) -> dict[str, Any]:
 
     obj, arrays = encode(fmap)
     inline = {
-        k: {"dtype": a.dtype.newbyteorder("<").str, "shape": list(a.shape),
-            "b64": base64.b64encode(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()).decode()}
+        k: {
+            "dtype": a.dtype.newbyteorder("<").str,
+            "shape": list(a.shape),
+            "b64": base64.b64encode(
+                np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
+            ).decode(),
+        }
         for k, a in arrays.items()
     }
     return {"map": obj, "arrays": inline}
@@ -126,14 +139,18 @@ def from_json(d: Any) -> FeatureMap:
 
     try:
         arrays = {
-            k: np.frombuffer(base64.b64decode(v["b64"], validate=True), dtype=np.dtype(v["dtype"])).reshape(v["shape"]).copy()
+            k: np.frombuffer(base64.b64decode(v["b64"], validate=True), dtype=np.dtype(v["dtype"]))
+            .reshape(v["shape"])
+            .copy()
             for k, v in d["arrays"].items()
         }
         return decode(d["map"], arrays)
     except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
         if isinstance(exc, (ModelFileError, ParameterError)):
             raise
-        raise ModelFileError(f"the feature map of these statistics is unreadable ({type(exc).__name__}: {exc})") from None
+        raise ModelFileError(
+            f"the feature map of these statistics is unreadable ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 class _DuplicateKey(ValueError):
@@ -160,9 +177,13 @@ def _parse(name: str, raw: bytes) -> Any:
             return tomllib.loads(raw.decode())
         return json.loads(raw.decode(), object_pairs_hook=_no_duplicates)
     except _DuplicateKey as exc:
-        raise InputError(f"features file {name!r}: the key {str(exc)!r} appears twice in one object; keep one") from None
+        raise InputError(
+            f"features file {name!r}: the key {str(exc)!r} appears twice in one object; keep one"
+        ) from None
     except RecursionError:
-        raise InputError(f"features file {name!r} is nested too deeply to read; maps nest at most {MAX_DEPTH} deep") from None
+        raise InputError(
+            f"features file {name!r} is nested too deeply to read; maps nest at most {MAX_DEPTH} deep"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"features file {name!r} is not valid {kind}: {str(exc).splitlines()[0]}") from exc
 

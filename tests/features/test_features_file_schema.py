@@ -112,6 +112,20 @@ BAD_VALUES = [  # (map, parameter, value, what it must be)
     ("esn", "washout", 2.5, "a non-negative integer"),
     ("esn", "warmup", 0, "an integer >= 1 or null (None)"),
     ("esn", "seed", -1, "a non-negative integer"),
+    ("esn", "activation", "softmax", 'one of "tanh", "sigmoid", "relu", "identity"'),
+    (
+        "esn",
+        "W",
+        [[1, 2], [3, 4], [5, 6]],
+        "a square list of rows of finite numbers, as many rows as columns (an array of shape (n_units, n_units))",
+    ),
+    (
+        "esn",
+        "W_in",
+        [[1, 2], [3]],
+        "a list of rows of finite numbers, all rows of the same length (an array of shape (n_units, n_features_in))",
+    ),
+    ("esn", "bias", [0.1, "a"], "a list of finite numbers (an array of shape (n_units,))"),
     ("nystroem", "n_components", "5", "an integer >= 1"),
     ("nystroem", "kernel", "linear", 'one of "rbf", "laplacian", "polynomial"'),
     ("nystroem", "gamma", 0.0, "a finite number > 0 or null (None)"),
@@ -404,8 +418,8 @@ def test_esn_of_30000_units_is_refused_before_it_is_drawn(store, tmp_path, capsy
 def test_esn_map_alone_is_refused_before_it_is_drawn(rng, memory_16gb, monkeypatch):
     monkeypatch.setattr(EchoStateNetwork, "_fit_arrays", never("the reservoir was drawn"))
     expected = (
-        "the feature map esn(n_units=45000) takes 16.2 GB (a 45000 x 45000 reservoir) and 34.4 GB at the peak of its "
-        "fit, more than the 16.0 GB of memory available; use a smaller n_units"
+        "the feature map esn(n_units=45000) takes 32.4 GB (a 45000 x 45000 reservoir and its transpose) and 34.4 GB "
+        "at the peak of its fit, more than the 16.0 GB of memory available; use a smaller n_units"
     )
     with pytest.raises(InputError) as info:
         EchoStateNetwork(45000).fit(rng.standard_normal((20, 4)))
@@ -437,14 +451,22 @@ def all_maps():
         Concat([Delays(2), EchoStateNetwork(5)]),
         Pipeline([Delays(2), RandomHidden(7, direct=True)]),
         Nystroem(basis=np.ones((4, 3))),
+        EchoStateNetwork(W=np.eye(6) * 0.5, W_in=np.ones((6, 3))),
     ]
 
 
 def fitted_bytes(fmap):
+    """Bytes of every array the fitted map holds (its fitted arrays and any other it keeps), each counted once."""
     parts = getattr(fmap, "maps_", None)
     if parts is not None:
         return sum(fitted_bytes(m) for m in parts)
-    return sum(np.asarray(getattr(fmap, a)).nbytes for a in fmap._arrays)
+    held = {}
+    for v in vars(fmap).values():
+        for a in v if isinstance(v, tuple) else (v,):
+            if isinstance(a, np.ndarray):
+                held[id(a)] = a.nbytes
+    assert all(id(getattr(fmap, a)) in held for a in fmap._arrays)
+    return sum(held.values())
 
 
 @pytest.mark.parametrize("fmap", all_maps(), ids=lambda m: type(m).__name__)

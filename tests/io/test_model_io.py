@@ -11,6 +11,7 @@ import pytest
 import streamridge
 from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
 from streamridge.errors import ModelFileError
+from streamridge.features import EchoStateNetwork
 from streamridge.io.model_file import (
     MODEL_FORMAT,
     MODEL_VERSION,
@@ -369,3 +370,64 @@ def test_inconsistent_arrays(model_file):
 def test_directory_is_not_a_model(tmp_path):
     with pytest.raises(ModelFileError, match="directory"):
         load_model(tmp_path)
+
+
+@pytest.fixture
+def given_esn_model(rng, tmp_path):
+    """A model whose map is an echo state network of given matrices, its file and its data."""
+    W = rng.standard_normal((12, 12))
+    W *= 0.9 / np.max(np.abs(np.linalg.eigvals(W)))
+    esn = EchoStateNetwork(
+        W=W,
+        W_in=rng.uniform(-1, 1, (12, 2)),
+        bias=rng.uniform(-0.5, 0.5, 12),
+        leak_rate=0.6,
+        activation="sigmoid",
+        washout=5,
+    )
+    X = rng.uniform(-1, 1, (400, 2))
+    y = np.roll(X[:, 0], 1) * X[:, 1]
+    g = np.repeat([0, 1, 2, 3], 100)
+    model = StreamRidgeCV(cv="groups", features=esn).fit(X, y, groups=g)
+    save_model(model, tmp_path / "m.npz")
+    return model, tmp_path / "m.npz", X, g
+
+
+def test_given_matrix_esn_roundtrip_stores_each_matrix_once(given_esn_model):
+    model, path, X, g = given_esn_model
+    with np.load(path) as z:
+        assert sorted(k for k in z.files if k.startswith("fmap")) == [
+            "fmap.params.W",
+            "fmap.params.W_in",
+            "fmap.params.bias",
+        ]
+    back = load_model(path)
+    np.testing.assert_array_equal(back.features_.W, model.features_.W)
+    assert back.features_.activation == "sigmoid" and back.features_.w_res_ is back.features_.W
+    np.testing.assert_array_equal(back.predict(X, groups=g), model.predict(X, groups=g))
+
+
+@pytest.mark.parametrize(
+    ("W", "problem"),
+    [
+        (
+            np.zeros((5, 5)),
+            "feature map esn: EchoStateNetwork: the reservoir's sizes disagree: W has 5 rows, W_in 12 rows, "
+            "bias 12 entries; ",
+        ),
+        (
+            np.full((12, 12), np.nan),
+            "feature map esn: EchoStateNetwork: W must be a square list of rows of finite numbers",
+        ),
+        (np.zeros((12, 3)), "feature map esn: EchoStateNetwork: W must be a square list of rows"),
+    ],
+)
+def test_given_matrix_esn_file_schema(given_esn_model, tmp_path, W, problem):
+    _, path, _, _ = given_esn_model
+    with np.load(path) as z:
+        content = {k: np.array(z[k]) for k in z.files}
+    content["fmap.params.W"] = W
+    np.savez(tmp_path / "bad.npz", **content)
+    with pytest.raises(ModelFileError) as e:
+        load_model(tmp_path / "bad.npz")
+    assert str(e.value).startswith(f"not a valid streamridge model file: {tmp_path / 'bad.npz'}: {problem}")
