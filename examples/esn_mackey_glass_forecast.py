@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import streamridge as sr
-from streamridge.estimators.forecast import forecast, multistep_forecasts
+from streamridge import forecast, multistep_forecasts
 from streamridge.features import EchoStateNetwork
 from streamridge.sources import open_source, write_zarr
 

@@ -13,6 +13,7 @@ from streamridge._version import __version__
 from streamridge.errors import StreamRidgeError
 
 if TYPE_CHECKING:  # imported on first use: `import streamridge` stays fast (no scikit-learn, dask, zarr)
+    from streamridge.estimators.forecast import forecast, multistep_forecasts
     from streamridge.estimators.ridge import StreamRidgeClassifierCV, StreamRidgeCV
     from streamridge.stats.foldstats import FoldStats, load_stats, merge, save_stats
 
@@ -23,6 +24,8 @@ _LAZY = {
     "load_stats": ".stats.foldstats",
     "merge": ".stats.foldstats",
     "save_stats": ".stats.foldstats",
+    "forecast": ".estimators.forecast",
+    "multistep_forecasts": ".estimators.forecast",
 }
 
 __all__ = [
@@ -31,8 +34,10 @@ __all__ = [
     "StreamRidgeClassifierCV",
     "StreamRidgeError",
     "__version__",
+    "forecast",
     "load_stats",
     "merge",
+    "multistep_forecasts",
     "save_stats",
 ]
 
