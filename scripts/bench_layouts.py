@@ -116,7 +116,8 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
     import bench_stream  # the same read-only kernel and plan as bench_stream.py
 
     import streamridge
-    from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+    from streamridge.datapass.driver import PassReport, accumulate
+    from streamridge.datapass.spec import PassSpec
     from streamridge.folds.schemes import FoldScheme
     from streamridge.sources import open_source
 

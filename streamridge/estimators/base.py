@@ -1,7 +1,7 @@
 """The shared machinery of the estimators: input validation, the pass, model selection.
 
 :class:`StreamRidgeBase` validates parameters and input, fixes folds and classes on
-the first call, runs the data pass (:mod:`streamridge.datapass.driver`), builds the forms
+the first call, runs the data pass (:func:`streamridge.datapass.driver.accumulate`), builds the forms
 (:mod:`streamridge.forms.build`), hands them to the one model selection
 (:func:`streamridge.model_selection.choose.choose_model`, which nested CV calls too)
 and sets the fitted attributes of its choice (:mod:`streamridge.model_selection.attributes`).
@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from streamridge._version import __version__
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.datapass.driver import PassReport, accumulate
 from streamridge.datapass.scheduling import scheduler_session
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import FoldError, InputError, ParameterError
 from streamridge.folds.schemes import FoldScheme, make_scheme, plain
 from streamridge.folds.splits import check_cv, is_splits, split_folds, with_folds
@@ -587,7 +588,7 @@ class StreamRidgeBase:
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
             return accumulate(
                 src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress, meta=meta, report=report,
-                checkpoint=None if partial else self.checkpoint,
+                checkpoint=None if partial else self.checkpoint, partition_rows=self.chunk_rows,
             )
 
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
@@ -804,6 +805,7 @@ class StreamRidgeBase:
             one_se=config.one_se,
             row_offset=src[1],
             scheduler=self._scheduler(),
+            partition_rows=self.chunk_rows,
             progress=self.progress,
         )
         sc = res.scores[res.candidate]  # (R, K, T)

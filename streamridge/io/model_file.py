@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from streamridge._version import __version__
-from streamridge.datapass.driver import PassSpec
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import ModelFileError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.io.schema import check_model, not_an_npz

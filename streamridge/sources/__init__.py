@@ -7,7 +7,7 @@ or an open ``zarr.Group``), an HDF5 file (or an open ``h5py.File``/``Group``), a
 ``_npy``, ``_memory``; URLs in ``_url``) behind the reader protocol of
 :mod:`._protocol`: shape and dtype, the stored chunk grid along the rows, a read
 of a row range, a fingerprint of the stored bytes.  The pass reads through the
-readers (:mod:`streamridge.datapass.partitions`); every array is also exposed as a dask
+readers (:mod:`streamridge.datapass.partition_task`); every array is also exposed as a dask
 array with shared row chunks (``Source.X`` ...) for prediction and user code,
 built on first access: a fit that only needs shapes, chunks and distinct
 values (``Source.shape``, ``row_chunks``, ``distinct``) never imports dask.
@@ -159,8 +159,6 @@ class Source:
         on the Source (``dataclasses.replace(src, X=...)``) is read instead.
     rows : tuple of int
         The rows ``[start, stop)`` of the readers this source covers.
-    partition_rows : int or None
-        Rows per partition asked for (``chunk_rows``); None: from the memory budget.
     """
 
     X: da.Array = _View()  # type: ignore[assignment]
@@ -172,7 +170,6 @@ class Source:
     description: str = "arrays"
     readers: dict[str, ArrayReader | None] | None = field(default=None, repr=False, compare=False)
     rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
-    partition_rows: int | None = field(default=None, repr=False, compare=False)
     _views: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def shape(self, role: str = "X") -> tuple[int, ...] | None:
@@ -305,8 +302,8 @@ def distinct_values(reader: ArrayReader, start: int, stop: int, block_rows: int 
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from streamridge.datapass.partitions import block_ranges
     from streamridge.parallel import n_cpus
+    from streamridge.sources.blocks import block_ranges
 
     def one(a: int, b: int) -> np.ndarray:
         return np.unique(reader.read(a, b).reshape(-1))
@@ -527,7 +524,6 @@ def _assemble(
         target_names=target_names,
         description=description,
         readers=dict(arrays),
-        partition_rows=chunk_rows,
         _views=dict(views),
     )
 
@@ -585,7 +581,4 @@ def _reopen(source: Source, *, chunk_rows: int | None, memory_budget: int) -> So
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
-    out = source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)
-    if chunk_rows is not None and chunk_rows != out.partition_rows:
-        out = _evolve(out, partition_rows=chunk_rows)
-    return out
+    return source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)

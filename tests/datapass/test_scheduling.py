@@ -230,7 +230,7 @@ def test_a_start_method_set_in_dask_config_is_kept() -> None:
 _EARLY_FORKSERVER = """
 import json, os, sys
 from multiprocessing import forkserver
-from streamridge import scheduling
+from streamridge.datapass import scheduling
 
 started = {}
 start = scheduling._start_forkserver

@@ -250,12 +250,14 @@ class SourceTests:
         assert second is not None and second.fingerprint() != first.fingerprint()
 
     def test_pass_equals_in_memory(self, tmp_path: Path, rng: np.random.Generator) -> None:
-        from streamridge.datapass.driver import PassSpec, accumulate, chunk_task
+        from streamridge.datapass.driver import accumulate
+        from streamridge.datapass.spec import PassSpec
+        from streamridge.datapass.stats_kernel import chunk_task
         from streamridge.folds.schemes import FoldScheme
 
         d = _data(rng)
         spec = PassSpec(FoldScheme("group", 3), None, 1)
-        got = accumulate(self.open(tmp_path, d, chunk_rows=45), spec, scheduler="threads")
+        got = accumulate(self.open(tmp_path, d, chunk_rows=45), spec, scheduler="threads", partition_rows=45)
         ref = chunk_task(d["X"], d["y"], d["groups"], d["w"], 0, spec)
         np.testing.assert_array_equal(got.count, ref.count)
         np.testing.assert_allclose(got.sxx, ref.sxx, rtol=1e-10, atol=1e-9)
