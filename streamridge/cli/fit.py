@@ -13,16 +13,16 @@ from typing import Any
 from streamridge.cli import features as cli_features
 from streamridge.cli.output import emit, fit_summary, format_fit
 from streamridge.cli.parser import fill_pass_defaults
-from streamridge.datapass.scheduling import scheduler_session
 from streamridge.errors import ModelFileError, ParameterError
 from streamridge.io.outputs import Output, Transaction, check_checkpoint, check_outputs, demo_outputs
 
 
-def _estimator(args: argparse.Namespace, scheduler: Any = None) -> Any:
-    """The estimator of ``args``; ``scheduler`` (a started session's cluster) replaces ``--scheduler``.
+def _estimator(args: argparse.Namespace) -> Any:
+    """The estimator of ``args``.
 
     The scikit-learn-free classes (:mod:`streamridge.estimators.core`): the command reads sources, never
-    in-memory arrays, and its model file loads as the public estimator.
+    in-memory arrays, and its model file loads as the public estimator.  Its fit opens ``--scheduler``
+    once for all its passes (a ``local:N`` cluster starts while the data's columns are read).
     """
     from streamridge.estimators.core import RidgeClassifierCVCore, RidgeCVCore
 
@@ -48,7 +48,7 @@ def _estimator(args: argparse.Namespace, scheduler: Any = None) -> Any:
         "force_features": getattr(args, "force", None),
         "patience": getattr(args, "patience", None),
         "chunk_rows": args.chunk_rows,
-        "scheduler": args.scheduler if scheduler is None else scheduler,
+        "scheduler": args.scheduler,
         "checkpoint": args.checkpoint,
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
@@ -89,16 +89,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     targets = check_outputs(outputs, inputs, overwrite=args.overwrite)
     check_checkpoint(args.checkpoint)
     out = targets[0]
-    with scheduler_session(args.scheduler if args.stats is None else None) as scheduler:
-        if args.stats is not None:
-            est = _fit_from_stats(args, given)
-            description = f"statistics file {args.stats}"
-        else:
-            est = _estimator(args, scheduler)  # local:N workers start while the data is opened
-            source = _open(args)
-            est.fit(source)
-            description = source.description
-    est.scheduler = args.scheduler  # the spec, not the session's cluster, in the model file's parameters
+    if args.stats is not None:
+        est = _fit_from_stats(args, given)
+        description = f"statistics file {args.stats}"
+    else:
+        source = _open(args)
+        est = _estimator(args).fit(source)
+        description = source.description
     with Transaction(overwrite=args.overwrite) as tx:  # the model and the statistics: both or neither
         with tx.writing(out, "model") as tmp:
             save_model(est, tmp, include_stats=args.include_stats)
@@ -222,10 +219,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
     (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
     check_checkpoint(args.checkpoint)
-    with scheduler_session(args.scheduler) as scheduler:
-        est = _estimator(args, scheduler)
-        source = _open(args)
-        stats = est.compute_stats(source, rows=args.rows)
+    source = _open(args)
+    est = _estimator(args)
+    stats = est.compute_stats(source, rows=args.rows)
     with Transaction(overwrite=args.overwrite) as tx, tx.writing(out, "stats") as tmp:
         save_stats(stats, tmp)
     if not args.quiet or args.json:

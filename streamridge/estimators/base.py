@@ -25,7 +25,7 @@ import numpy as np
 
 from streamridge._version import __version__
 from streamridge.datapass.driver import PassReport, accumulate
-from streamridge.datapass.scheduling import scheduler_session
+from streamridge.datapass.scheduling import pass_session
 from streamridge.datapass.spec import PassSpec
 from streamridge.errors import FoldError, InputError, ParameterError
 from streamridge.folds.schemes import FoldScheme, make_scheme, plain
@@ -453,12 +453,13 @@ class StreamRidgeBase:
 
     @contextlib.contextmanager
     def _pass_session(self) -> Iterator[None]:
-        """Every pass inside the block (statistics, metric) uses one scheduler; ``local:N`` starts now.
+        """Every pass inside the block (statistics, metric) uses one scheduler, opened once; ``local:N`` starts now.
 
-        Its worker processes start while the data is opened and the pass planned
-        (:func:`streamridge.datapass.scheduling.scheduler_session`); :meth:`_scheduler` returns it.
+        Its worker processes start while the data is opened and the pass planned; an address is
+        connected once, at the first pass (:func:`streamridge.datapass.scheduling.pass_session`);
+        :meth:`_scheduler` returns the session.
         """
-        with scheduler_session(self.scheduler) as scheduler:
+        with pass_session(self.scheduler) as scheduler:
             self._session_scheduler = scheduler
             try:
                 yield

@@ -99,6 +99,25 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
+def test_a_fit_connects_to_its_scheduler_once(cluster: Cluster, store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statistics pass and the metric pass of one fit share one connection to the scheduler, closed
+    when the fit ends; the estimator keeps the address it was given."""
+    import distributed
+
+    clients: list[Any] = []
+    real = distributed.Client
+
+    class Counted(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            clients.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "Client", Counted)
+    est = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500, scoring="r2").fit(store)
+    assert len(clients) == 1 and clients[0].status == "closed"
+    assert "metric_pass_s" in est.timings_ and est.scheduler == cluster.address
+
+
 def test_fit_on_cluster_equals_threads(cluster: Cluster, store: str) -> None:
     remote = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500).fit(store)
     local = StreamRidgeCV(scheduler="threads", chunk_rows=500).fit(store)
