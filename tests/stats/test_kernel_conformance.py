@@ -358,7 +358,9 @@ class TestMappedKernelSkipNonfinite(KernelTests):
     def make(self, rng: np.random.Generator) -> tuple[Any, Rows]:
         fmap = RandomHidden(8, seed=1).fit_width(N)
         spec = PassSpec(FoldScheme("hash", 4), None, 2, skip_nonfinite=True, features=fmap)
-        return MappedKernel(StatsKernel(spec, 8), fmap, skip_nonfinite=True), with_nonfinite(regression_rows(rng))
+        return MappedKernel(StatsKernel(spec, 8), fmap, skip_nonfinite=True), with_nonfinite(
+            regression_rows(rng)
+        )
 
 
 class TestMetricKernelSkipNonfinite(KernelTests):
@@ -368,3 +370,70 @@ class TestMetricKernelSkipNonfinite(KernelTests):
         rows = with_nonfinite(regression_rows(rng))
         spec = PassSpec(FoldScheme("hash", 4), None, 2, skip_nonfinite=True)
         return metric_kernel(spec, rows, n_classes=0, auc=False), rows
+
+
+# ---------------------------------------------------------------------- the kernels in lanes
+
+
+def series_case(rng: np.random.Generator, kind: str) -> tuple[Any, Rows, np.ndarray, PassSpec]:
+    """A kernel taking the outputs of a stateful map, raw rows of contiguous series, the map's outputs
+    computed in memory, and the pass's spec (with the fitted map)."""
+    from streamridge.features import Delays
+
+    rows = regression_rows(rng) if kind == "regression" else class_rows(rng, 3, weighted=True)
+    X, y, groups, w = rows
+    groups = np.sort(groups)  # contiguous series, in row order
+    fmap = Delays(2).fit(X)
+    F = fmap.transform(X, groups=groups)
+    if kind == "regression":
+        spec = PassSpec(FoldScheme("hash", 4), None, 2, features=fmap)
+    else:
+        spec = PassSpec(FoldScheme("group", 3), (0, 1, 2), 3, features=fmap)
+    if kind == "statistics":
+        kernel: Any = StatsKernel(spec, F.shape[1])
+    else:
+        plain = dataclasses.replace(spec, features=None)
+        kernel = metric_kernel(
+            plain, (F, y, groups, w), n_classes=0 if kind == "regression" else 3, auc=False
+        )
+    return kernel, (X, y, groups, w), F, spec
+
+
+class TestKernelsInLanes:
+    """The lanes of a stateful map feed the same kernels: the pass over lanes of any chunking equals the
+    kernel over the map's outputs computed in memory, bit for bit the same on every scheduler."""
+
+    @pytest.fixture(params=["statistics", "regression", "classes"])
+    def case(
+        self, request: pytest.FixtureRequest, rng: np.random.Generator
+    ) -> tuple[Any, Rows, np.ndarray, PassSpec]:
+        return series_case(rng, request.param)
+
+    @staticmethod
+    def lanes(case: tuple[Any, Rows, np.ndarray, PassSpec], scheduler: str, chunk_rows: int) -> Any:
+        """The pass in lanes of chunks of ``chunk_rows`` rows."""
+        from streamridge.datapass.layouts import Lanes
+
+        kernel, (X, y, groups, w), _, spec = case
+        source = open_source(X, y=y, groups=groups, sample_weight=w, chunk_rows=chunk_rows)
+        report = PassReport()
+        total = run_pass(source, kernel, Lanes(spec), scheduler=scheduler, report=report)
+        assert report.extra["resumed_chunks"] == 0 and report.rows == M
+        return total
+
+    def test_lanes_equal_the_mapped_rows_in_memory(
+        self, case: tuple[Any, Rows, np.ndarray, PassSpec]
+    ) -> None:
+        kernel, rows, F, _ = case
+        whole = KernelTests.result(kernel, (F, *rows[1:]))
+        for chunk_rows in (37, 100, M):
+            assert_close(self.lanes(case, "sync", chunk_rows), whole, 1e-12, f"chunks of {chunk_rows}")
+
+    def test_lanes_are_bit_identical_across_schedulers(
+        self, case: tuple[Any, Rows, np.ndarray, PassSpec]
+    ) -> None:
+        assert_identical(self.lanes(case, "threads", 50), self.lanes(case, "sync", 50), "threads vs sync")
+
+    @pytest.mark.slow
+    def test_lanes_are_bit_identical_on_processes(self, case: tuple[Any, Rows, np.ndarray, PassSpec]) -> None:
+        assert_identical(self.lanes(case, "processes", 50), self.lanes(case, "sync", 50), "processes")
