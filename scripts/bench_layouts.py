@@ -117,7 +117,11 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
 
     import streamridge
     from streamridge.datapass.driver import PassReport, accumulate
-    from streamridge.datapass.spec import PassSpec
+
+    try:
+        from streamridge.datapass.spec import PassSpec
+    except ImportError:  # a checkout whose pass options lived in the driver (--compare)
+        from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
     from streamridge.folds.schemes import FoldScheme
     from streamridge.sources import open_source
 

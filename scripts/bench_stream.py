@@ -34,7 +34,11 @@ from _bench_data import du, write
 from threadpoolctl import threadpool_limits
 
 from streamridge.datapass.driver import PassReport, accumulate
-from streamridge.datapass.spec import PassSpec
+
+try:
+    from streamridge.datapass.spec import PassSpec
+except ImportError:  # a checkout whose pass options lived in the driver (bench_layouts.py --compare)
+    from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 
@@ -78,17 +82,26 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
     import inspect
 
     from streamridge.datapass.executors import reduce_partitions
-    from streamridge.datapass.layouts import default_memory_budget
-    from streamridge.datapass.partition_task import run_partition
     from streamridge.datapass.partitions import plan_pass, task_plan
     from streamridge.datapass.scheduling import open_scheduler
-    from streamridge.datapass.stats_kernel import StatsKernel
+
+    try:
+        from streamridge.datapass.layouts import default_memory_budget
+        from streamridge.datapass.partition_task import run_partition
+        from streamridge.datapass.stats_kernel import StatsKernel
+
+        stats_bytes = StatsKernel(spec, args.features).result_bytes()
+    except ImportError:  # a checkout whose pass driver ran the partitions itself (bench_layouts.py --compare)
+        from streamridge.datapass.driver import _stats_bytes, default_memory_budget  # type: ignore[attr-defined,no-redef]
+        from streamridge.datapass.partitions import run_partition  # type: ignore[attr-defined,no-redef]
+
+        stats_bytes = _stats_bytes(spec, args.features)
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
     kw = {"pieces": pieces} if "pieces" in inspect.signature(plan_pass).parameters else {}
     plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
-                     stats_bytes=StatsKernel(spec, args.features).result_bytes(), memory_budget=default_memory_budget(),
+                     stats_bytes=stats_bytes, memory_budget=default_memory_budget(),
                      partition_rows=getattr(args, "chunk_rows", None), **kw)
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
