@@ -120,7 +120,7 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
 
     try:
         from streamridge.datapass.spec import PassSpec
-    except ImportError:  # a checkout whose pass options lived in the driver (--compare)
+    except ImportError:  # another checkout's module layout (--compare)
         from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
     from streamridge.folds.schemes import FoldScheme
     from streamridge.sources import open_source

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from streamridge.parallel import n_cpus
 try:
     from streamridge.sources.blocks import block_ranges
-except ImportError:  # a checkout of --baseline with the planner's block_ranges
+except ImportError:  # another checkout's module layout (--baseline)
     from streamridge.datapass.partitions import block_ranges
 from streamridge.sources import open_source
 src = open_source(sys.argv[1], require_y=False)

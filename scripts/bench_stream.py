@@ -37,7 +37,7 @@ from streamridge.datapass.driver import PassReport, accumulate
 
 try:
     from streamridge.datapass.spec import PassSpec
-except ImportError:  # a checkout whose pass options lived in the driver (bench_layouts.py --compare)
+except ImportError:  # another checkout's module layout (bench_layouts.py --compare)
     from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
@@ -91,7 +91,7 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
         from streamridge.datapass.stats_kernel import StatsKernel
 
         stats_bytes = StatsKernel(spec, args.features).result_bytes()
-    except ImportError:  # a checkout whose pass driver ran the partitions itself (bench_layouts.py --compare)
+    except ImportError:  # another checkout's module layout (bench_layouts.py --compare)
         from streamridge.datapass.driver import _stats_bytes, default_memory_budget  # type: ignore[attr-defined,no-redef]
         from streamridge.datapass.partitions import run_partition  # type: ignore[attr-defined,no-redef]
 

@@ -44,6 +44,7 @@ Optional: ``describe()`` (checkpoint fingerprints), ``narrowed(group_values)`` a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -151,11 +152,12 @@ def run_pass(
                 resume.finished(total)
         finally:
             bar(None)
+        seconds = time.perf_counter() - t0  # (not the close of a cluster started for this pass)
     if report is not None:
         facts = tasks.report(done)
         report.rows += facts.pop("rows")
         report.chunks += facts.pop("chunks")
-        report.seconds += time.perf_counter() - t0
+        report.seconds += seconds
         report.extra.update(scheduler=describe(scheduler), peak_rss_mb=peak_rss_mb(), **facts)
     return tasks.kernel.result(total)
 
@@ -189,9 +191,10 @@ def iter_pass(
                     window=window,
                     name_error=_namer(source, tasks),
                 )
-                for i, result in results:
-                    bar(tasks.size(i))
-                    yield result
+                with contextlib.closing(results):  # its tasks stop with this iterator
+                    for i, result in results:
+                        bar(tasks.size(i))
+                        yield result
         finally:
             bar(None)
 

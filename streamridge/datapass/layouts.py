@@ -43,7 +43,8 @@ class Partitions:
         With ``features``: rows with NaN/inf in X get NaN features instead of an error.
     whole_reads : bool
         The kernel takes whole read blocks, not sub-blocks, where they are not decoded
-        in pieces (a kernel whose cost per call falls with the rows per fold).
+        in pieces: fewer, longer calls, for a kernel whose fixed cost per call outweighs
+        its work per row (the metric pass, predict).
     warn : bool
         Warn of stored chunks larger than the read budget
         (:class:`~streamridge.datapass.partitions.LargeChunkWarning`).
@@ -74,15 +75,23 @@ class Lanes:
 
 
 def pass_layout(
-    spec: Any, *, partition_rows: int | None = None, memory_budget: int | None = None, **partitions: Any
+    spec: Any,
+    *,
+    partition_rows: int | None = None,
+    memory_budget: int | None = None,
+    whole_reads: bool = False,
+    warn: bool = True,
+    statistics: bool = False,
 ) -> Partitions | Lanes:
-    """The layout of a pass with ``spec``: lanes for a stateful map, else partitions (any other options
-    of :class:`Partitions` in ``partitions``; ``statistics`` goes to :class:`Lanes`)."""
-    statistics = bool(partitions.pop("statistics", False))
+    """The layout of a pass with ``spec``: :class:`Lanes` for a stateful map, else :class:`Partitions`.
+
+    ``partition_rows``, ``memory_budget``, ``whole_reads`` and ``warn`` are the partitions' options
+    (the lanes are cut at the source's chunks); ``statistics`` the lanes' (the statistics pass).
+    """
     if spec.features is not None and spec.features.stateful:
         return Lanes(spec, statistics=statistics)
     return Partitions(
-        partition_rows, memory_budget, spec.features, skip_nonfinite=spec.skip_nonfinite, **partitions
+        partition_rows, memory_budget, spec.features, spec.skip_nonfinite, whole_reads=whole_reads, warn=warn
     )
 
 

@@ -138,10 +138,13 @@ def predict_blocks(
     """The outputs of ``model`` (no map, or a stateless one) for every row of ``source``, block by block in row order.
 
     Partitions of about one of the source's row chunks (whole stored chunks, each read
-    once), computed on the cores' threads, ``window`` of them in flight (default: workers + 2).
+    once; the kernel takes a read block at a time where it is not decoded in pieces),
+    computed on the cores' threads, ``window`` of them in flight (default: workers + 2).
     """
     kernel = PredictKernel(model, scores=scores)
-    layout = Partitions(rows=source.row_chunks()[0], warn=False)
+    layout = Partitions(
+        rows=source.row_chunks()[0], whole_reads=True, warn=False
+    )  # a row's work is T N flops
     yield from _flat(iter_pass(source, kernel, layout, window=window, progress=progress, desc="predict"))
 
 

@@ -4,7 +4,7 @@ Each case runs the public API (``compute_stats``, ``fit(scoring=...)``) over zar
 ``.npy`` and in-memory data, float32 and float64, regression and three classes with weights, a
 stateless map and a stateful map over few long and many short series, on the sync, threads and
 processes schedulers, and compares a digest of every array of the result with the one recorded
-when the pass was last rewritten (``python -m tests.datapass.test_pass_golden`` prints them).
+in :data:`GOLDEN` (``python -m tests.datapass.test_pass_golden`` prints this checkout's).
 The digests hold for the arithmetic of the machine that recorded them: where a one-partition
 reference (the kernel alone, no driver) gives other bits, this machine's BLAS rounds otherwise
 and the cases are skipped.  ``scripts/check_pass_bits.py`` compares two checkouts the same way.
@@ -23,7 +23,7 @@ import pytest
 
 STATS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
 
-#: digests of the cases, recorded with the pass before it was one driver
+#: digests of the cases (and of the one-partition reference, "canary") on the machine that recorded them
 GOLDEN = {
     "canary": "905c0fa116397e7f",
     "stats/zarr32-default/sync": "393caf96edf4ecda",

@@ -262,6 +262,15 @@ class SourceTests:
         np.testing.assert_array_equal(got.count, ref.count)
         np.testing.assert_allclose(got.sxx, ref.sxx, rtol=1e-10, atol=1e-9)
 
+    @pytest.mark.parametrize("chunk_rows", [None, 40])
+    def test_an_opened_source_is_not_opened_again(
+        self, tmp_path: Path, rng: np.random.Generator, chunk_rows: int | None
+    ) -> None:
+        """An estimator given a source opened with its own ``chunk_rows`` (the command line's) uses that source."""
+        source = self.open(tmp_path, _data(rng), chunk_rows=chunk_rows)
+        assert open_source(source, chunk_rows=chunk_rows) is source
+        assert not hasattr(source, "partition_rows")  # the partition size is an option of the pass
+
     def test_reopen_source_rechunks(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)
         source = self.open(tmp_path, d, chunk_rows=40)
