@@ -312,3 +312,35 @@ def test_bit_identical_across_schedulers_and_worker_counts(zarr_store) -> None: 
             np.testing.assert_array_equal(
                 getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}"
             )
+
+
+def test_closing_a_pass_in_row_order_stops_its_tasks(rng: np.random.Generator) -> None:
+    """The results of iter_pass taken one by one: once the iterator is closed no task starts, its
+    threads are gone, and BLAS has its threads back."""
+    import threading
+
+    from streamridge.datapass.driver import iter_pass
+    from streamridge.datapass.layouts import Partitions
+    from streamridge.datapass.stats_kernel import StatsKernel
+    from streamridge.parallel import blas_controller
+
+    X, y, _ = make_data(rng, 4000, 4)
+    started: list[int] = []
+
+    class Counted(StatsKernel):
+        def start(self):  # type: ignore[no-untyped-def]
+            started.append(1)
+            return super().start()
+
+    def blas() -> list[int]:
+        return [lib["num_threads"] for lib in blas_controller().info()]
+
+    before, threads = blas(), threading.active_count()
+    results = iter_pass(
+        open_source(X, y=y), Counted(regression_spec(), 4), Partitions(rows=100), scheduler="threads", window=3
+    )
+    next(results)
+    results.close()
+    n = len(started)
+    assert 1 <= n <= 4  # the one taken and the window in flight, of 40
+    assert threading.active_count() == threads and blas() == before
