@@ -23,7 +23,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -220,7 +220,7 @@ def ordered_results(
     *,
     window: int | None = None,
     name_error: Callable[[int, Exception], Exception] | None = None,
-) -> Iterator[tuple[int, Any]]:
+) -> Generator[tuple[int, Any], None, None]:
     """``(i, task(*args(i)))`` for ``i = 0 .. n - 1`` in order, at most ``window`` tasks in flight (no reduction).
 
     For passes whose results are written in row order as they come (``predict``):
