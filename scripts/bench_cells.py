@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 from streamridge.stats.kernel import CellAccumulator
@@ -63,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
             y = rng.integers(0, C, M).astype(float) if C > 1 else X @ rng.normal(size=N)
             spec = PassSpec(FoldScheme("hash", K), tuple(float(c) for c in range(C)) if C > 1 else None, C if C > 2 else 1)
             src = open_source(X, y=y, chunk_rows=M)
-            accumulate(src, spec)  # the first allocation of the statistics in this process
+            accumulate(src, spec, partition_rows=M)  # the first allocation of the statistics in this process
             times: dict[str, float] = {"threads": float("inf"), "one": float("inf")}
             results: dict[str, Any] = {}
             for _ in range(2):  # alternate
                 for key in ("threads", "one"):
                     CellAccumulator.use_threads = use_threads if key == "threads" else one_thread  # type: ignore[method-assign]
-                    t, results[key] = _best(functools.partial(accumulate, src, spec), args.repeats)
+                    t, results[key] = _best(functools.partial(accumulate, src, spec, partition_rows=M), args.repeats)
                     times[key] = min(times[key], t)
             CellAccumulator.use_threads = use_threads  # type: ignore[method-assign]
             same = all(np.array_equal(getattr(results["threads"], f), getattr(results["one"], f)) for f in FIELDS)

@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 import zarr
 
-from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.driver import accumulate
 from streamridge.datapass.partitions import plan_pass
 from streamridge.datapass.scheduling import CONNECT_TIMEOUT_S
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import InputError, SchedulerError, SourceError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source, write_zarr

@@ -264,32 +264,33 @@ def _report_lane_results(est: dict, raw: str, args) -> None:
     its own series' folds ("own") or over all folds ("all", as before), alternated; CPU time, best of repeats."""
     import pickle
 
-    from streamridge.datapass import lanes as stream_lanes
-    from streamridge.datapass import plan
+    from streamridge.datapass import lane_task, plan, stats_kernel
+    from streamridge.datapass.stats_kernel import StatsKernel
     from streamridge.sources import open_source
 
     model = sr.StreamRidgeCV(**est)
     model.compute_stats(raw, groups="groups")  # the fitted map and the pass's spec
     src = open_source(raw, groups="groups", chunk_rows=args.chunk_rows)
     starts = np.concatenate([[0], np.cumsum(src.X.chunks[0])[:-1]]).astype(np.int64)
-    calls = plan.lane_calls(src, model._spec, starts, 0, stream_lanes._block)
-    own = plan.lane_scheme
+    calls = plan.lane_calls(src, model._spec, starts, 0, plan.dask_block)
+    kernel = StatsKernel(model._spec, model._spec.features.n_features_out_)
+    own = stats_kernel.lane_scheme
     times: dict[str, list[tuple[float, float]]] = {"all": [], "own": []}
     with threadpool_limits(1):
         for _ in range(args.repeats):
             for mode in times:
-                plan.lane_scheme = own if mode == "own" else (lambda scheme, values: scheme)
+                stats_kernel.lane_scheme = own if mode == "own" else (lambda scheme, values: scheme)
                 t0 = time.process_time()
-                level = [plan.lane_task(*call[1]) for call in calls]
+                level = [lane_task.lane_task(*call[1], kernel) for call in calls]
                 t1 = time.process_time()
                 size = sum(len(pickle.dumps(r)) for r in level)
                 t2 = time.process_time()
                 while len(level) > 1:
-                    level = [plan.merge_lanes(*level[i : i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
-                plan.all_folds(level[0], model._spec)
+                    level = [kernel.merge(*level[i : i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+                stats_kernel.all_folds(level[0], model._spec)
                 times[mode].append((t1 - t0, time.process_time() - t2))
                 print(f"    {mode} folds: {len(calls)} lane-group results of {size / 1e6:.1f} MB pickled in all", flush=True)
-    plan.lane_scheme = own
+    stats_kernel.lane_scheme = own
     for mode, v in times.items():
         print(f"(f) {mode} folds: lane-group tasks CPU {min(t for t, _ in v):.3f} s, merge tree CPU {min(m for _, m in v):.3f} s "
               f"(best of {args.repeats}); load {os.getloadavg()[0]:.1f}")

@@ -116,7 +116,12 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
     import bench_stream  # the same read-only kernel and plan as bench_stream.py
 
     import streamridge
-    from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+    from streamridge.datapass.driver import PassReport, accumulate
+
+    try:
+        from streamridge.datapass.spec import PassSpec
+    except ImportError:  # another checkout's module layout (--compare)
+        from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
     from streamridge.folds.schemes import FoldScheme
     from streamridge.sources import open_source
 

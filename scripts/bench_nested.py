@@ -27,7 +27,8 @@ import time
 
 import numpy as np
 
-from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.forms.build import build_forms, build_full_form
 from streamridge.model_selection.choose import SelectionConfig, choose_model

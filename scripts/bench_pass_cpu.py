@@ -31,7 +31,8 @@ import bench_layouts
 import bench_stream
 
 import streamridge.datapass.partitions as partitions
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 

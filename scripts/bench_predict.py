@@ -37,7 +37,10 @@ READ = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from streamridge.parallel import n_cpus
-from streamridge.sources.blocks import block_ranges
+try:
+    from streamridge.sources.blocks import block_ranges
+except ImportError:  # another checkout's module layout (--baseline)
+    from streamridge.datapass.partitions import block_ranges
 from streamridge.sources import open_source
 src = open_source(sys.argv[1], require_y=False)
 readers, lo = src.pass_readers()

@@ -37,7 +37,8 @@ from typing import Any
 
 import psutil
 
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 
@@ -136,19 +137,20 @@ def measure(path: str, address: str, spec: PassSpec, partition_rows: int) -> dic
     """One pass by ``address`` (after a warm-up): wall, driver CPU, driver bytes, worker transfers."""
     from distributed import Client
 
-    src = open_source(path, chunk_rows=partition_rows)
+    src = open_source(path)
     me = psutil.Process()
+    rows = partition_rows
     with Client(address, timeout=30) as client:  # the counters' client; the pass opens its own
-        accumulate(src, spec, scheduler=address)  # warm-up: imports on the workers' side
+        accumulate(src, spec, scheduler=address, partition_rows=rows)  # warm-up: imports on the workers' side
         t0 = time.perf_counter()
-        accumulate(src, spec, scheduler=address)  # wall time without the byte counters
+        accumulate(src, spec, scheduler=address, partition_rows=rows)  # wall time without the byte counters
         plain = time.perf_counter() - t0
         SOCKETS.install()
         client.run(_count_worker_sockets)
         (wr0, ww0), cpu0, r0, w0 = worker_socket_bytes(client), me.cpu_times(), SOCKETS.read, SOCKETS.written
         t0 = time.perf_counter()
         report = PassReport()
-        stats = accumulate(src, spec, scheduler=address, report=report)
+        stats = accumulate(src, spec, scheduler=address, report=report, partition_rows=rows)
         wall, cpu1, r1, w1 = time.perf_counter() - t0, me.cpu_times(), SOCKETS.read, SOCKETS.written
         wr1, ww1 = worker_socket_bytes(client)
     result = sum(a.nbytes for a in (stats.weight, stats.count, stats.mean_x, stats.mean_y, stats.sxx, stats.sxy, stats.syy))
@@ -177,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = str(root / "data.zarr")
         write(path, "zarr-4mb", a.rows, a.features, "float32", 1)
-        src = open_source(path, chunk_rows=a.partition_rows)
-        accumulate(src, spec, scheduler="threads")  # warm-up
+        src = open_source(path)
+        accumulate(src, spec, scheduler="threads", partition_rows=a.partition_rows)  # warm-up
         t0 = time.perf_counter()
-        accumulate(src, spec, scheduler="threads")
+        accumulate(src, spec, scheduler="threads", partition_rows=a.partition_rows)
         threads = time.perf_counter() - t0
         print(f"threads (this process, {os.cpu_count()} threads): {threads:.2f} s ({src.n_rows() / threads:,.0f} rows/s)", flush=True)
         for W in a.workers:

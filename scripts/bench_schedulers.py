@@ -28,7 +28,8 @@ import numpy as np
 import psutil
 from _bench_data import write
 
-from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 

@@ -33,7 +33,12 @@ import numpy as np
 from _bench_data import du, write
 from threadpoolctl import threadpool_limits
 
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.datapass.driver import PassReport, accumulate
+
+try:
+    from streamridge.datapass.spec import PassSpec
+except ImportError:  # another checkout's module layout (bench_layouts.py --compare)
+    from streamridge.datapass.driver import PassSpec  # type: ignore[attr-defined,no-redef]
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 
@@ -76,17 +81,28 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
     """
     import inspect
 
-    from streamridge.datapass.driver import _stats_bytes, default_memory_budget
     from streamridge.datapass.executors import reduce_partitions
-    from streamridge.datapass.partitions import plan_pass, run_partition, task_plan
+    from streamridge.datapass.partitions import plan_pass, task_plan
     from streamridge.datapass.scheduling import open_scheduler
+
+    try:
+        from streamridge.datapass.layouts import default_memory_budget
+        from streamridge.datapass.partition_task import run_partition
+        from streamridge.datapass.stats_kernel import StatsKernel
+
+        stats_bytes = StatsKernel(spec, args.features).result_bytes()
+    except ImportError:  # another checkout's module layout (bench_layouts.py --compare)
+        from streamridge.datapass.driver import _stats_bytes, default_memory_budget  # type: ignore[attr-defined,no-redef]
+        from streamridge.datapass.partitions import run_partition  # type: ignore[attr-defined,no-redef]
+
+        stats_bytes = _stats_bytes(spec, args.features)
 
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
     kw = {"pieces": pieces} if "pieces" in inspect.signature(plan_pass).parameters else {}
     plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
-                     stats_bytes=_stats_bytes(spec, args.features), memory_budget=default_memory_budget(),
-                     partition_rows=source.partition_rows, **kw)
+                     stats_bytes=stats_bytes, memory_budget=default_memory_budget(),
+                     partition_rows=getattr(args, "chunk_rows", None), **kw)
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
         total = reduce_partitions(
@@ -105,13 +121,17 @@ def measure(path: str, args: argparse.Namespace) -> dict[str, float]:
     X = np.asarray(source.X.compute())
     y = np.asarray(source.y.compute())
     mem = open_source(X, y=y, chunk_rows=args.chunk_rows)
-    out["b_stats_s"] = best(lambda: accumulate(mem, SPEC, scheduler=args.scheduler, window=args.window), args.repeats)
+    rows = args.chunk_rows
+    out["b_stats_s"] = best(
+        lambda: accumulate(mem, SPEC, scheduler=args.scheduler, window=args.window, partition_rows=rows), args.repeats
+    )
     for blas in (1, 2):
         with threadpool_limits(limits=blas):
-            out[f"b_sync_blas{blas}_s"] = best(lambda: accumulate(mem, SPEC, scheduler="sync"), args.repeats)
+            out[f"b_sync_blas{blas}_s"] = best(lambda: accumulate(mem, SPEC, scheduler="sync", partition_rows=rows), args.repeats)
     report = PassReport()
     out["c_pass_s"] = best(
-        lambda: accumulate(source, SPEC, scheduler=args.scheduler, window=args.window, report=report), args.repeats
+        lambda: accumulate(source, SPEC, scheduler=args.scheduler, window=args.window, report=report, partition_rows=rows),
+        args.repeats,
     )
     out["chunks"] = report.extra["partitions"]
     out["chunk_rows"] = source.n_rows() // max(1, report.extra["partitions"])

@@ -25,8 +25,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_layouts
 
-import streamridge.datapass.driver as stream
-from streamridge.datapass.driver import PassSpec, accumulate
+import streamridge.datapass.stats_kernel as stream
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 

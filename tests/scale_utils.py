@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.datapass.driver import PassSpec
+from streamridge.datapass.spec import PassSpec
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import write_zarr
 from streamridge.stats.foldstats import FoldStats

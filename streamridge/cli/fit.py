@@ -95,9 +95,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         est = _fit_from_stats(args, given)
         description = f"statistics file {args.stats}"
     else:
-        est = _estimator(args)
         source = _open(args)
-        est.fit(source)
+        est = _estimator(args).fit(source)
         description = source.description
     with Transaction(overwrite=args.overwrite) as tx:  # the model and the statistics: both or neither
         with tx.writing(out, "model") as tmp:
@@ -221,8 +220,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
     (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
     check_checkpoint(args.checkpoint)
-    est = _estimator(args)
     source = _open(args)
+    est = _estimator(args)
     stats = est.compute_stats(source, rows=args.rows)
     with Transaction(overwrite=args.overwrite) as tx, tx.writing(out, "stats") as tmp:
         save_stats(stats, tmp)

@@ -1,1 +1,1 @@
-"""The data pass: planning, partition tasks, lanes of series, executors, schedulers and checkpoints."""
+"""The data pass: one driver runs a kernel over the rows of a source, in partitions or in lanes of series."""

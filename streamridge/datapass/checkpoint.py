@@ -7,7 +7,7 @@ results of the reduction tree (:class:`~streamridge.datapass.executors.TreeReduc
 their levels in the metadata, so a resumed pass merges in exactly the order of
 an uninterrupted one: resumed statistics equal uninterrupted ones bit for bit.
 
-The lanes of a stateful feature map (:mod:`streamridge.datapass.lanes`) also save
+The lanes of a stateful feature map (:mod:`streamridge.datapass.lane_task`) also save
 inside a task: the task of a lane group writes ``DIR/lane-{k}.npz`` every
 ``every_s`` seconds (:class:`LaneSaver`) with its state vector -- its position in
 the lanes, the map's state of every lane and its statistics accumulator -- so a
@@ -64,10 +64,10 @@ def fingerprint(
     ----------
     readers : dict of role to ArrayReader or None
     spec_dict : dict
-        The pass options (:func:`streamridge.datapass.driver.spec_dict`).
+        What the pass's kernel computes (:func:`streamridge.datapass.spec.spec_dict`).
     row_offset : int
     plan : dict
-        The partition plan's description.
+        The layout's description (partition boundaries, or chunks and lanes).
     description : str
         The data set, for the message.
     """
@@ -191,7 +191,9 @@ class Checkpointer:
             "fingerprint": fp,
             "partitions_done": int(partitions_done),
             "levels": [int(level) for level, _ in partials],
-            "schemes": [s.meta.get("scheme") for _, s in partials],  # a lane group's own folds (features/plan.py)
+            "schemes": [
+                s.meta.get("scheme") for _, s in partials
+            ],  # a lane group's own folds (stats_kernel.py)
             "saved_at": time.time(),
             "version": VERSION,
         }
@@ -202,11 +204,19 @@ class Checkpointer:
         self.saves += 1
 
 
-def _load_partials(path: Path, levels: list[int], schemes: list[Any] | None = None) -> list[tuple[int, FoldStats]]:
+def _load_partials(
+    path: Path, levels: list[int], schemes: list[Any] | None = None
+) -> list[tuple[int, FoldStats]]:
     schemes = schemes or [None] * len(levels)
     with np.load(path, allow_pickle=False) as z:
         return [
-            (int(level), FoldStats.from_arrays([np.array(z[f"partial{j}_{a}"]) for a in STATS_ARRAYS], None if sc is None else {"scheme": sc}))
+            (
+                int(level),
+                FoldStats.from_arrays(
+                    [np.array(z[f"partial{j}_{a}"]) for a in STATS_ARRAYS],
+                    None if sc is None else {"scheme": sc},
+                ),
+            )
             for j, (level, sc) in enumerate(zip(levels, schemes))
         ]
 
@@ -233,7 +243,7 @@ class LaneSaver:
     """Saves a lane group's progress from the task that runs it, at most every ``every_s`` seconds.
 
     The task calls :meth:`begin` as it starts, :meth:`due` at the end of every slice of rows it maps, and
-    :meth:`save` with its :class:`~streamridge.datapass.plan.GroupProgress`
+    :meth:`save` with its :class:`~streamridge.datapass.lane_task.GroupProgress`
     where due.  Picklable: it travels with the task to any worker, which writes
     ``directory/lane-{task}.npz`` itself (atomically).
 
@@ -271,7 +281,7 @@ class LaneSaver:
         return time.monotonic() - self._last >= self.every_s  # type: ignore[operator]
 
     def save(self, progress: Any) -> None:
-        """Write ``progress`` (a :class:`~streamridge.datapass.plan.GroupProgress`).
+        """Write ``progress`` (a :class:`~streamridge.datapass.lane_task.GroupProgress`).
 
         Raises
         ------
@@ -304,14 +314,14 @@ class LaneSaver:
 
 
 def read_lane(path: Path, fp: dict[str, Any]) -> Any:
-    """The :class:`~streamridge.datapass.plan.GroupProgress` saved in ``path`` by a :class:`LaneSaver`.
+    """The :class:`~streamridge.datapass.lane_task.GroupProgress` saved in ``path`` by a :class:`LaneSaver`.
 
     Raises
     ------
     CheckpointError
         If the file was made from other data, partitions or options, is of a newer format, or is unreadable.
     """
-    from streamridge.datapass.plan import GroupProgress
+    from streamridge.datapass.lane_task import GroupProgress
     from streamridge.features._series import decode_state
 
     try:

@@ -21,8 +21,9 @@ memory does not grow with the number of rows.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,7 +116,17 @@ def reduce_partitions(
 
 #: modules whose frames in a traceback mean "failed while reading or decoding the data"
 _READING_MODULES = (
-    "zarr", "numcodecs", "h5py", "fsspec", "s3fs", "gcsfs", "aiohttp", "dask", "zstandard", "backports", "compression",
+    "zarr",
+    "numcodecs",
+    "h5py",
+    "fsspec",
+    "s3fs",
+    "gcsfs",
+    "aiohttp",
+    "dask",
+    "zstandard",
+    "backports",
+    "compression",
     "streamridge.sources",
 )
 
@@ -201,6 +212,77 @@ def _run_local(task, args, n, merge, sched, first, stack, window, on_done, name_
     return reducer.fold()
 
 
+def ordered_results(
+    task: Callable[..., Any],
+    args: Callable[[int], tuple[Any, ...]],
+    n: int,
+    sched: Scheduler,
+    *,
+    window: int | None = None,
+    name_error: Callable[[int, Exception], Exception] | None = None,
+) -> Generator[tuple[int, Any], None, None]:
+    """``(i, task(*args(i)))`` for ``i = 0 .. n - 1`` in order, at most ``window`` tasks in flight (no reduction).
+
+    For passes whose results are written in row order as they come (``predict``):
+    the tasks after the one yielded run while the caller uses it.  Closing the
+    iterator cancels the tasks not started and waits for the running ones.
+    """
+    window = window or sched.n_workers + 2
+    if sched.kind == "distributed":
+        client = sched.client
+        yield from _in_order(
+            lambda i: client.submit(call_task, task, *args(i), pure=False, priority=-i), n, window, name_error
+        )
+        return
+    limit = blas_controller().limit(limits=1)  # one BLAS thread per task, as in reduce_partitions
+    try:
+        if sched.kind == "sync" or n <= 1:
+            for i in range(n):
+                yield i, _get(name_error, i, functools.partial(call_task, task, *args(i)))
+            return
+        pool: cf.Executor
+        if sched.kind == "processes":
+            ctx = multiprocessing.get_context("spawn")
+            pool = cf.ProcessPoolExecutor(sched.n_workers, mp_context=ctx, initializer=_init_process_worker)
+        else:
+            pool = cf.ThreadPoolExecutor(sched.n_workers, thread_name_prefix="streamridge-pass")
+        with pool:
+            yield from _in_order(lambda i: pool.submit(call_task, task, *args(i)), n, window, name_error)
+    finally:
+        limit.restore_original_limits()
+
+
+def _in_order(
+    submit: Callable[[int], Any],
+    n: int,
+    window: int,
+    name_error: Callable[[int, Exception], Exception] | None,
+) -> Iterator[tuple[int, Any]]:
+    """The results of ``submit(i)`` (futures), ``i = 0 .. n - 1``, in order; the futures not taken are cancelled."""
+    pending: dict[int, Any] = {}
+    try:
+        nxt = 0
+        for i in range(n):
+            while nxt < n and nxt < i + window:
+                pending[nxt] = submit(nxt)
+                nxt += 1
+            yield i, _get(name_error, i, pending.pop(i).result)
+    finally:
+        for f in pending.values():
+            f.cancel()
+
+
+def _get(name_error: Callable[[int, Exception], Exception] | None, i: int, get: Callable[[], Any]) -> Any:
+    """``get()``, an exception named as partition ``i``'s."""
+    try:
+        return get()
+    except Exception as exc:
+        named = _named(name_error, i, exc)
+        if named is exc:
+            raise
+        raise named from exc
+
+
 #: partitions a cluster task may run as one block (:func:`partition_blocks`): a block of 4 holds at most 4
 #: copies of the statistics while it merges (two merged, two being merged), the 4 of the pass's memory budget
 MAX_BLOCK = 4
@@ -230,7 +312,9 @@ def partition_blocks(first: int, n: int, workers: int, max_block: int = MAX_BLOC
     return out
 
 
-def call_block(task: Callable[..., Any], merge: Callable[[Any, Any], Any], start: int, arglist: list[tuple[Any, ...]]) -> Any:
+def call_block(
+    task: Callable[..., Any], merge: Callable[[Any, Any], Any], start: int, arglist: list[tuple[Any, ...]]
+) -> Any:
     """``task(*args)`` of consecutive partitions ``start ..`` (an aligned block), merged by the pass's tree.
 
     An exception names its partition (``streamridge_partition``, kept by pickle).
@@ -245,7 +329,7 @@ def call_block(task: Callable[..., Any], merge: Callable[[Any, Any], Any], start
             except AttributeError:  # pragma: no cover - an exception type without a __dict__
                 pass
             raise
-    (_, node), = reducer.stack  # an aligned block of 2**j partitions: one node of level j
+    ((_, node),) = reducer.stack  # an aligned block of 2**j partitions: one node of level j
     return node
 
 
@@ -265,7 +349,13 @@ def _run_distributed(task, args, n, merge, sched, first, stack, window, on_done,
         if size == 1:
             return client.submit(call_task, task, *args(start), pure=False, priority=priority)
         return client.submit(
-            call_block, task, merge, start, [args(i) for i in range(start, start + size)], pure=False, priority=priority
+            call_block,
+            task,
+            merge,
+            start,
+            [args(i) for i in range(start, start + size)],
+            pure=False,
+            priority=priority,
         )
 
     blocks = partition_blocks(first, n, sched.n_workers)

@@ -1,24 +1,21 @@
 """The partition planner: which rows each task of the pass reads, and how.
 
 A partition is a contiguous run of stored chunks of X (tens to hundreds of MB
-of input by default).  Its task reads every stored chunk of X, y, groups and
-sample_weight in its rows exactly once, in read blocks of whole stored chunks
-(at most ``read_bytes`` decoded, or one stored chunk when a single chunk is
-larger), and feeds the kernel sub-blocks of ``sub_rows`` rows.  Memory per task:
-one read block of X, one stored chunk of each 1-D array, one sub-block and the
-partition's statistics, whatever the number of rows or the partition size.
+of input by default).  Its task (:mod:`streamridge.datapass.partition_task`) reads
+every stored chunk of X, y, groups and sample_weight in its rows exactly once, in
+read blocks of whole stored chunks (at most ``read_bytes`` decoded, or one stored
+chunk when a single chunk is larger), and feeds the kernel sub-blocks of ``sub_rows``
+rows.  Memory per task: one read block of X, one stored chunk of each 1-D array, one
+sub-block and the partition's result, whatever the number of rows or the partition size.
 A partition of the last, incomplete wave of tasks (beside an idle core), and
 every partition of a pass whose reads are a large share of its work and whose
 large stored chunks decode in pieces (few features, few cells:
 ``Plan.read_bound``), reads its next block while the statistics of the
 current one run, when both blocks fit ``PREFETCH_BYTES`` and the reader
-decodes outside the GIL (zarr, HDF5 files).
-A read block that is one stored chunk of several sub-blocks, from a reader
-that can decode it in pieces (zstd, zlib and gzip zarr chunks), is decoded
-one sub-block at a time (:mod:`streamridge.sources.pieces`) into a few reused
-arrays: the task holds the compressed chunk (a local file's is read as it
-is decoded) and a few sub-blocks, not the decoded chunk, and where a core
-would idle the next pieces decode while the kernel accumulates.
+decodes outside the GIL (zarr, HDF5 files).  A read block that is one stored
+chunk of several sub-blocks, from a reader that can decode it in pieces (zstd,
+zlib and gzip zarr chunks), is decoded one sub-block at a time
+(:func:`streams_pieces`, :mod:`streamridge.sources.pieces`).
 
 Partition boundaries are stored chunk boundaries of every array (their common
 multiple for regular grids), so no stored chunk of y, groups or weights is
@@ -41,8 +38,6 @@ from typing import Any
 import numpy as np
 
 from streamridge.errors import InputError
-from streamridge.sources import ROLES
-from streamridge.sources.blocks import block_ranges
 
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
@@ -83,7 +78,7 @@ class Plan:
     ``lanes``-th sub-block on a thread of its own (see :func:`run_partition`).
     ``pieces``: read blocks that are one stored chunk larger than a sub-block
     are decoded in sub-block pieces where the reader can (see
-    :func:`_streams_pieces`), ahead on a thread of the task where
+    :func:`streams_pieces`), ahead on a thread of the task where
     ``prefetch``; the statistics do not depend on it.  ``read_bound``:
     reading is a large share of a row's work (few features, few cells, see
     ``READ_BOUND_FLOPS``) and stored chunks decode in pieces, so every task
@@ -182,7 +177,9 @@ def plan_pass(
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
     block = read_rows * N * np.dtype(X.dtype).itemsize  # decoded bytes of one read block
     remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
-    prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * block <= min(PREFETCH_BYTES, (memory_budget - need) // 4)
+    prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * block <= min(
+        PREFETCH_BYTES, (memory_budget - need) // 4
+    )
     grids = {role: r.grid() for role, r in readers.items() if r is not None}
     target = partition_rows or max(
         PARTITION_BYTES // max(1, N * np.dtype(X.dtype).itemsize), ROWS_PER_CELL * n_cells, 1
@@ -206,11 +203,13 @@ def plan_pass(
         plan = dataclasses.replace(plan, sub_rows=_lane_sub_rows(plan.read_rows, plan.sub_rows, plan.lanes))
     if N >= SHARE_CELLS_MIN_FEATURES and n_cells >= 4:
         plan = dataclasses.replace(plan, share_cells=n_cells)
-    if not pieces or (_streams_pieces(X, plan) and not _pieces_pay(X, plan, stats_bytes)):
+    if not pieces or (streams_pieces(X, plan) and not pieces_pay(X, plan, stats_bytes)):
         return dataclasses.replace(plan, pieces=False)
-    if not _streams_pieces(X, plan):  # whole stored chunks: a read thread in every wave only competes (READ_BOUND_FLOPS)
+    if not streams_pieces(
+        X, plan
+    ):  # whole stored chunks: a read thread in every wave only competes (READ_BOUND_FLOPS)
         return plan
-    if not plan.prefetch and getattr(X, "overlap_reads", False) and _ahead_slots(X, plan):
+    if not plan.prefetch and getattr(X, "overlap_reads", False) and ahead_slots(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return dataclasses.replace(plan, read_bound=narrow)
 
@@ -299,7 +298,9 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     out = dataclasses.replace(plan, prefetch=False) if plan.prefetch and not alone else plan
     running = (n - first) % n_workers if last and n_workers > 1 else n_workers  # tasks of this task's wave
     threads = n_workers // max(1, running)
-    if 1 < n - first <= n_workers:  # one wave: the cores by rows (stored chunks of 400 MB and 112 MB: 2 and 1)
+    if (
+        1 < n - first <= n_workers
+    ):  # one wave: the cores by rows (stored chunks of 400 MB and 112 MB: 2 and 1)
         rows = [b - a for a, b in map(plan.rows, range(first, n))]
         threads = max(1, min(n_workers, round(n_workers * rows[i - first] / max(1, sum(rows)))))
     if local and plan.lanes == 1 and threads > 1 and plan.share_cells >= 2 * threads:
@@ -344,7 +345,9 @@ def _regular_step(grids: dict[str, Any], target: int) -> tuple[int, int]:
     return common, max(common, (target // common) * common)
 
 
-def _balanced(lo: int, hi: int, common: int, step: int, row_bytes: int, stats_bytes: int) -> tuple[int, tuple[int, ...] | None]:
+def _balanced(
+    lo: int, hi: int, common: int, step: int, row_bytes: int, stats_bytes: int
+) -> tuple[int, tuple[int, ...] | None]:
     """``step`` evened out: partitions of about equal size, an even number of them when there are few.
 
     A pass of 3 partitions on 2 workers leaves one idle for a third of it, and
@@ -420,187 +423,7 @@ def _mb(n: float) -> str:
     return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
-class RangeCursor:
-    """Sequential reads of one 1-D (or y) array in whole stored chunks, each decoded once.
-
-    Parameters
-    ----------
-    reader : ArrayReader
-    hi : int
-        End of the partition (reads never go past it).
-    """
-
-    def __init__(self, reader: Any, lo: int, hi: int) -> None:
-        self.reader, self.grid, self.hi = reader, reader.grid(), hi
-        self.b0 = self.b1 = lo
-        self.buf: np.ndarray | None = None
-
-    def take(self, a: int, b: int, ahead: int) -> np.ndarray:
-        """Rows ``[a, b)``; a read reaches up to the stored boundary at or after ``ahead``."""
-        if b > self.b1:
-            end = min(self.hi, max(b, self.grid.ceil(ahead, unit=True)))
-            part = self.reader.read(self.b1, end)
-            keep = None if self.buf is None or a >= self.b1 else self.buf[max(a, self.b0) - self.b0 :]
-            self.buf = part if keep is None or len(keep) == 0 else np.concatenate([keep, part])
-            self.b0, self.b1 = end - self.buf.shape[0], end
-        assert self.buf is not None
-        return self.buf[a - self.b0 : b - self.b0]
-
-
-def read_blocks(
-    X: Any, start: int, stop: int, read_rows: int, *, prefetch: bool = False, read: Any = None
-) -> Any:
-    """Yield ``(a, b, block)``: X rows ``[a, b)`` read in whole stored read units.
-
-    With ``prefetch`` the next block is read (and decoded) by a thread of
-    this task while the caller works on the current one: two read blocks in
-    memory instead of one, and the read overlaps the statistics when a core
-    is free (a partition running alone, or the last ones of a pass).
-    ``read(a, b)`` replaces ``X.read`` (e.g. to read the 1-D arrays of the
-    block with it, on the same thread); ``block`` is what it returns.
-    """
-    read = X.read if read is None else read
-    ranges = block_ranges(X, start, stop, read_rows)
-    if not prefetch:
-        for a, b in ranges:
-            yield a, b, read(a, b)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="streamridge-read") as pool:
-        nxt = next(ranges, None)
-        fut = None if nxt is None else pool.submit(read, *nxt)
-        while fut is not None and nxt is not None:
-            (a, b), block = nxt, fut.result()
-            nxt = next(ranges, None)
-            fut = None if nxt is None else pool.submit(read, *nxt)
-            yield a, b, block
-            del block
-
-
-def _all_dask(readers: dict[str, Any]) -> bool:
-    return all(r is None or hasattr(getattr(r, "array", None), "dask") for r in readers.values())
-
-
-def _joint_blocks(readers: dict[str, Any], start: int, stop: int, read_rows: int) -> Any:
-    """Yield ``(a, b, [X, y, groups, weights])`` of dask arrays computed in one call per block.
-
-    Upstream work shared by X and y (one task producing both, e.g. a
-    simulation) then runs once per block, not once per array.
-    """
-    import dask
-    from dask.local import get_sync  # a callable: dask imports distributed to resolve the name "sync"
-
-    for a, b in block_ranges(readers["X"], start, stop, read_rows):
-        present = [role for role in ROLES if readers.get(role) is not None]
-        views = [readers[r].array[a - readers[r].offset : b - readers[r].offset] for r in present]
-        values = dict(zip(present, dask.compute(*views, scheduler=get_sync)))
-        yield a, b, [None if values.get(r) is None else np.asarray(values[r]) for r in ROLES]
-
-
-def run_partition(readers: dict[str, Any], start: int, stop: int, plan: Plan, kernel: Any, row_start: int) -> Any:
-    """The task of one partition: read reader rows ``[start, stop)`` once, return ``kernel``'s result.
-
-    With ``plan.lanes > 1`` sub-block ``j`` goes to accumulator ``j % lanes``,
-    each accumulator on a thread of its own, and their results are merged in
-    lane order at the end (the same result on every scheduler).
-
-    Parameters
-    ----------
-    readers : dict of role to ArrayReader or None
-    start, stop : int
-        Reader rows of the partition.
-    plan : Plan
-        Read-block and sub-block sizes.
-    kernel : object with start/add/finish (see :class:`streamridge.datapass.driver.StatsKernel`)
-    row_start : int
-        Global row index of reader row ``start`` (fold assignment).
-    """
-    lanes = max(1, plan.lanes)
-    accs = [kernel.start() for _ in range(lanes)]
-    pool = cells = None
-    if lanes > 1:
-        import concurrent.futures as cf
-
-        pool = cf.ThreadPoolExecutor(lanes, thread_name_prefix="streamridge-lane")
-    elif plan.cell_threads > 1 and hasattr(accs[0], "use_threads"):
-        import concurrent.futures as cf
-
-        cells = cf.ThreadPoolExecutor(plan.cell_threads - 1, thread_name_prefix="streamridge-cells")
-        accs[0].use_threads(cells, plan.cell_threads)
-    try:
-        for sub_blocks in _sub_blocks(readers, start, stop, plan, row_start):
-            if pool is None:
-                _add_all(kernel, accs[0], sub_blocks)
-            else:
-                jobs = [pool.submit(_add_all, kernel, accs[k], sub_blocks[k::lanes]) for k in range(lanes)]
-                for job in jobs:
-                    job.result()
-            del sub_blocks  # not held while the next sub-blocks are read (or decoded)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if cells is not None:
-            cells.shutdown(wait=True)
-            accs[0].use_threads(None, 1)
-    out = kernel.finish(accs[0])
-    for acc in accs[1:]:
-        out = kernel.merge(out, kernel.finish(acc))
-    return out
-
-
-def _add_all(kernel: Any, acc: Any, sub_blocks: list[tuple[Any, ...]]) -> None:
-    for args in sub_blocks:
-        kernel.add(acc, *args)
-
-
-def _sub_blocks(readers: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int) -> Any:
-    """Per read block, its sub-blocks as ``kernel.add`` arguments ``(X, y, groups, weights, row)``."""
-    if _all_dask(readers):  # dask arrays: every array of a block in one compute call
-        for a, b, (block, y, g, w) in _joint_blocks(readers, start, stop, plan.read_rows):
-            out = []
-            for s in range(a, b, plan.sub_rows):
-                sl = slice(s - a, min(b, s + plan.sub_rows) - a)
-                out.append((block[sl], *(None if v is None else v[sl] for v in (y, g, w)), row_start + (s - start)))
-            yield out
-        return
-    cursors = {role: None if readers.get(role) is None else RangeCursor(readers[role], start, stop) for role in ROLES[1:]}
-    if _streams_pieces(readers["X"], plan):
-        yield from _piece_groups(readers["X"], cursors, start, stop, plan, row_start)
-        return
-    def ones(a: int, b: int) -> list[Any]:
-        return [None if c is None else c.take(a, b, b) for c in cursors.values()]
-
-    # the 1-D arrays of the block are read with X, on the read-ahead thread where there is one: the
-    # statistics never wait on them (they waited 30-50 ms of a 0.2 s pass on zarr's event loop); over a
-    # network, on a thread of their own beside X's read: one round trip per block, not two
-    beside = None
-    if plan.remote and any(c is not None for c in cursors.values()):
-        from concurrent.futures import ThreadPoolExecutor
-
-        beside = ThreadPoolExecutor(1, thread_name_prefix="streamridge-read-1d")
-
-    def read(a: int, b: int) -> tuple[np.ndarray, list[Any]]:
-        if beside is None:
-            return readers["X"].read(a, b), ones(a, b)
-        job = beside.submit(ones, a, b)
-        return readers["X"].read(a, b), job.result()
-
-    try:
-        for a, b, (block, values) in read_blocks(readers["X"], start, stop, plan.read_rows, prefetch=plan.prefetch, read=read):
-            out = []
-            for s in range(a, b, plan.sub_rows):
-                e = min(b, s + plan.sub_rows)
-                y, g, w = (None if v is None else v[s - a : e - a] for v in values)
-                out.append((block[s - a : e - a], y, g, w, row_start + (s - start)))
-            yield out
-            del block, values, out
-    finally:
-        if beside is not None:
-            beside.shutdown(wait=True)
-
-
-def _streams_pieces(X: Any, plan: Plan) -> bool:
+def streams_pieces(X: Any, plan: Plan) -> bool:
     """Whether read blocks are single stored chunks of several sub-blocks that ``X`` decodes in pieces."""
     codec = getattr(X, "stream_codec", None)
     grid = X.grid()
@@ -609,7 +432,7 @@ def _streams_pieces(X: Any, plan: Plan) -> bool:
     return plan.read_rows == grid.step and grid.step > plan.sub_rows
 
 
-def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
+def pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
     """Whether decoding in pieces lowers the peak, or decodes ahead for at most ``PREFETCH_BYTES`` more.
 
     In pieces the task holds the compressed chunk (up to a decoded chunk's
@@ -620,17 +443,17 @@ def _pieces_pay(X: Any, plan: Plan, stats_bytes: int) -> bool:
     cells over 400 MB chunks peaked 250-340 MiB lower.  Where they are not
     (10 x 10 cells at N = 1000: 800 MB of statistics beside a 400 MB chunk
     peaked 44-75 MiB higher in pieces), pieces decoded ahead
-    (:func:`_ahead_slots`) still pay: the chunk's decode overlaps the
+    (:func:`ahead_slots`) still pay: the chunk's decode overlaps the
     statistics instead of preceding them, for at most the pieces alive more
     than a whole decode, which the read-ahead budget bounds.
     """
     lanes = max(1, plan.lanes)
-    slots = _ahead_slots(X, plan) if getattr(X, "overlap_reads", False) else 0
+    slots = ahead_slots(X, plan) if getattr(X, "overlap_reads", False) else 0
     rows = (slots or lanes) * plan.sub_rows
     return slots > 0 or stats_bytes + rows * _row_bytes(X) < X.grid().step * _row_bytes(X)
 
 
-def _ahead_slots(X: Any, plan: Plan) -> int:
+def ahead_slots(X: Any, plan: Plan) -> int:
     """Pieces alive at once when decoding ahead (0: no room, decoded in the task's thread).
 
     Deep where ``PIECE_DEPTH`` queued pieces, the one decoding and the
@@ -652,29 +475,3 @@ def _ahead_slots(X: Any, plan: Plan) -> int:
 def _row_bytes(X: Any) -> int:
     """Bytes of one row of ``X`` as stored (its dtype)."""
     return int(np.prod(X.shape[1:], dtype=np.int64)) * np.dtype(X.dtype).itemsize
-
-
-def _piece_groups(
-    X: Any, cursors: dict[str, Any], start: int, stop: int, plan: Plan, row_start: int
-) -> Any:
-    """:func:`_sub_blocks` of blocks decoded in pieces: lists of ``lanes`` sub-blocks, as they decode.
-
-    Sub-block ``j`` of a read block is item ``j % lanes`` of its list, as in a
-    whole block's list, so each lane adds the same sub-blocks in the same order.
-    """
-    from streamridge.sources.pieces import piece_stream
-
-    ranges = block_ranges(X, start, stop, plan.read_rows)
-    slots = _ahead_slots(X, plan) if plan.prefetch else 0
-
-    def ones(s: int, e: int, b: int) -> list[Any]:  # read with the piece (on the decode thread when ahead)
-        return [None if c is None else c.take(s, e, b) for c in cursors.values()]
-
-    stream = piece_stream(
-        X, ranges, plan.sub_rows, ahead=slots > 0, slots=slots or None, group=max(1, plan.lanes), side=ones
-    )
-    for group in stream:
-        out = [(piece, y, g, w, row_start + (s - start)) for _a, _b, s, piece, (y, g, w) in group]
-        del group
-        yield out
-        del out  # the pieces' arrays are reused once the next group is asked for

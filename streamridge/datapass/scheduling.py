@@ -11,6 +11,10 @@
                            forked from a preloaded forkserver, see :func:`_start_method`)
 ``"tcp://host:port"``      an existing dask.distributed scheduler (any address Client accepts)
 a ``distributed.Client``   used as is
+
+A fit opens its scheduler once (:func:`pass_session`) and hands the :class:`Session` to
+every pass it runs (the statistics pass, a metric pass); a pass given a spec opens it
+for itself.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +46,13 @@ class Scheduler:
 
 
 # imported by every partition task; a starting cluster imports them in its workers before the first task
-WORKER_MODULES = ("streamridge.datapass.partitions", "streamridge.stats.kernel", "streamridge.stats.foldstats", "streamridge.sources")
+WORKER_MODULES = (
+    "streamridge.datapass.partition_task",
+    "streamridge.datapass.stats_kernel",
+    "streamridge.stats.kernel",
+    "streamridge.stats.foldstats",
+    "streamridge.sources",
+)
 
 
 @dataclass
@@ -61,8 +72,67 @@ class StartingCluster:
         return self.future.result()[1]
 
 
+class Session:
+    """The scheduler of the passes of one block (a fit): opened at its first use, closed with the block.
+
+    Made by :func:`pass_session`; passed wherever a scheduler spec is accepted, it is
+    used as it is, never opened again nor closed by the pass.
+
+    Parameters
+    ----------
+    spec : scheduler spec
+        What :func:`scheduler_session` yields (a ``local:N`` cluster already starting).
+    """
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self._opened: Scheduler | None = None
+        self._stack = contextlib.ExitStack()
+        self._lock = threading.Lock()
+
+    def scheduler(self) -> Scheduler:
+        """The opened scheduler (connected or waited for on the first call).
+
+        Raises
+        ------
+        SchedulerError, ParameterError
+            As :func:`open_scheduler`.
+        """
+        with self._lock:
+            if self._opened is None:
+                self._opened = self._stack.enter_context(open_scheduler(self.spec))
+            return self._opened
+
+    def close(self) -> None:
+        """Close what :meth:`scheduler` opened (a client of an address)."""
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def pass_session(spec: Any) -> Iterator[Session]:
+    """A :class:`Session` of ``spec`` for every pass inside the block, closed on exit.
+
+    A ``"local:N"`` cluster starts now, on a background thread (:func:`scheduler_session`);
+    an address is connected at the first pass, once for all of them.  A :class:`Session`
+    is yielded as it is (its own block closes it).
+    """
+    if isinstance(spec, Session):
+        yield spec
+        return
+    with scheduler_session(spec) as starting:
+        session = Session(starting)
+        try:
+            yield session
+        finally:
+            session.close()
+
+
 def describe(spec: Any) -> str:
     """Short text of a scheduler spec (for reports)."""
+    if isinstance(spec, Session):
+        return describe(spec.spec)
+    if isinstance(spec, Scheduler):
+        return spec.label
     if spec is None:
         return "threads"
     if isinstance(spec, str):
@@ -76,6 +146,8 @@ def describe(spec: Any) -> str:
 def open_scheduler(spec: Any) -> Iterator[Scheduler]:
     """Resolve ``spec`` (see module docstring), closing what was started here on exit.
 
+    A :class:`Scheduler` or a :class:`Session` is used as it is (not closed here).
+
     Raises
     ------
     SchedulerError
@@ -83,6 +155,12 @@ def open_scheduler(spec: Any) -> Iterator[Scheduler]:
     ParameterError
         If ``spec`` is not understood.
     """
+    if isinstance(spec, Session):  # opened by the session, closed by it
+        yield spec.scheduler()
+        return
+    if isinstance(spec, Scheduler):
+        yield spec
+        return
     if spec is None or spec in ("threads", "threading"):
         yield Scheduler("threads", "threads", n_cpus(), label="threads", local=True)
         return
@@ -97,10 +175,18 @@ def open_scheduler(spec: Any) -> Iterator[Scheduler]:
         yield Scheduler("distributed", client, spec.n_workers, client=client, label=spec.label, local=True)
         return
     if hasattr(spec, "scheduler_info") and hasattr(spec, "submit"):
-        yield Scheduler("distributed", spec, _client_workers(spec), client=spec, label=str(getattr(spec, "scheduler", "client")))
+        yield Scheduler(
+            "distributed",
+            spec,
+            _client_workers(spec),
+            client=spec,
+            label=str(getattr(spec, "scheduler", "client")),
+        )
         return
     if not isinstance(spec, str):
-        raise ParameterError(f"scheduler must be 'threads', 'processes', 'sync', 'local:N', an address or a Client; got {spec!r}")
+        raise ParameterError(
+            f"scheduler must be 'threads', 'processes', 'sync', 'local:N', an address or a Client; got {spec!r}"
+        )
     from distributed import Client
 
     if spec.startswith("local"):
@@ -210,7 +296,15 @@ def _start_local(n: int) -> tuple[Any, Any]:
 
 #: what a forkserver imports once, before it forks the workers (their first task finds these imported)
 FORKSERVER_PRELOAD = (
-    "distributed", "dask", "msgpack", "cloudpickle", "tornado", "toolz", "numpy", "zarr", *WORKER_MODULES,
+    "distributed",
+    "dask",
+    "msgpack",
+    "cloudpickle",
+    "tornado",
+    "toolz",
+    "numpy",
+    "zarr",
+    *WORKER_MODULES,
 )
 
 
@@ -239,7 +333,12 @@ def _start_method() -> str:
 
 #: the environment a forkserver started by :func:`_start_forkserver` gets, as distributed's nannies
 #: would give it (their ``distributed.nanny.pre-spawn-environ`` less ``MALLOC_TRIM_THRESHOLD_``)
-FORKSERVER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "6640"}
+FORKSERVER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYTHONHASHSEED": "6640",
+}
 
 
 def _start_forkserver() -> None:
@@ -267,7 +366,9 @@ def _forkserver_env() -> dict[str, str]:
     """:data:`FORKSERVER_ENV`, with the values of a ``distributed.nanny.pre-spawn-environ`` of the user's config."""
     import dask
 
-    user = dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}  # distributed's defaults not loaded
+    user = (
+        dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}
+    )  # distributed's defaults not loaded
     env = {**FORKSERVER_ENV, **{k: str(v) for k, v in user.items() if v is not None}}
     env.pop("MALLOC_TRIM_THRESHOLD_", None)  # left unset, as for the workers (see _start_local)
     return env

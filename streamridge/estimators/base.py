@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
-from streamridge.datapass.scheduling import scheduler_session
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.scheduling import pass_session
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import FoldError, InputError, ParameterError
 from streamridge.estimators import validation
 from streamridge.estimators.params import SCORING_NEEDS_ROWS, EstimatorParams, check_selection
@@ -228,12 +229,13 @@ class StreamRidgeBase(EstimatorParams):
     # fmt: off
     @contextlib.contextmanager
     def _pass_session(self) -> Iterator[None]:
-        """Every pass inside the block (statistics, metric) uses one scheduler; ``local:N`` starts now.
+        """Every pass inside the block (statistics, metric) uses one scheduler, opened once; ``local:N`` starts now.
 
-        Its worker processes start while the data is opened and the pass planned
-        (:func:`streamridge.datapass.scheduling.scheduler_session`); :meth:`_scheduler` returns it.
+        Its worker processes start while the data is opened and the pass planned; an address is
+        connected once, at the first pass (:func:`streamridge.datapass.scheduling.pass_session`);
+        :meth:`_scheduler` returns the session.
         """
-        with scheduler_session(self.scheduler) as scheduler:
+        with pass_session(self.scheduler) as scheduler:
             self._session_scheduler = scheduler
             try:
                 yield
@@ -363,7 +365,7 @@ class StreamRidgeBase(EstimatorParams):
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
             return accumulate(
                 src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress, meta=meta, report=report,
-                checkpoint=None if partial else self.checkpoint,
+                checkpoint=None if partial else self.checkpoint, partition_rows=self.chunk_rows,
             )
 
     # fmt: on
@@ -380,7 +382,7 @@ class StreamRidgeBase(EstimatorParams):
         return validation.continued_spans(src, offset, self.stats_.meta.get("series_spans") or [])
 
     def _scheduler(self) -> Any:
-        """The scheduler of this fit's passes: a cluster started by :func:`scheduler_session`, or ``scheduler``."""
+        """The scheduler of this fit's passes: the session of :func:`streamridge.datapass.scheduling.pass_session`, or ``scheduler``."""
         return self.__dict__.get("_session_scheduler", self.scheduler)
 
     def _n_targets(self, src: Any, labels: Any) -> int:
@@ -437,6 +439,7 @@ class StreamRidgeBase(EstimatorParams):
             stats, self._spec, config_of(self, self.alphas, self._balanced()), classifier=self._classifier,
             y_1d=self._y_1d, fit_intercept=self.fit_intercept, scoring=self.scoring, rescore=self.rescore,
             nested=self.nested, rows=rows, scheduler=self._scheduler(), progress=self.progress,
+            partition_rows=self.chunk_rows,
         )  # fmt: skip
         for name in (*CHOICE_ATTRS, *METRIC_ATTRS, *NESTED_ATTRS):
             self.__dict__.pop(name, None)  # of an earlier fit

@@ -71,6 +71,7 @@ def choose_by_metric(
     classifier: bool,
     scheduler: Any,
     progress: Any,
+    partition_rows: int | None = None,
 ) -> tuple[Choice, dict[str, Any]]:
     """Lambda (and with ``rescore`` the path step) of ``choice`` re-chosen by ``scoring`` from one metric pass.
 
@@ -108,6 +109,7 @@ def choose_by_metric(
         one_se=config.one_se,
         row_offset=rows[1],
         scheduler=scheduler,
+        partition_rows=partition_rows,
         progress=progress,
     )
     sc = res.scores[res.candidate]  # (R, K, T)
@@ -196,6 +198,7 @@ def select_model(
     rows: tuple[Any, int] | None,
     scheduler: Any,
     progress: Any,
+    partition_rows: int | None = None,
 ) -> FittedModel:
     """Choose the model of ``stats`` by ``config`` (and ``scoring``), refit it on all rows, run nested CV.
 
@@ -212,8 +215,8 @@ def select_model(
         The estimator's parameters.
     rows : (source, first row) or None
         The rows of the statistics, for the metric pass of ``scoring`` (None: statistics alone).
-    scheduler, progress :
-        Of the metric pass.
+    scheduler, progress, partition_rows :
+        Of the metric pass (``partition_rows``: the estimator's ``chunk_rows``).
     """
     if spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
         for on, what, name in ((nested, "nested=True", "nested"), (scoring, "scoring=", "scoring")):
@@ -246,7 +249,7 @@ def select_model(
         t0 = time.perf_counter()
         choice, metric = choose_by_metric(
             rows, spec, stats, forms, choice, config, scoring=scoring, rescore=rescore, classifier=classifier,
-            scheduler=scheduler, progress=progress,
+            scheduler=scheduler, progress=progress, partition_rows=partition_rows,
         )  # fmt: skip
         metric_s = time.perf_counter() - t0
     one = y_1d and not classifier

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from streamridge._version import __version__
-from streamridge.datapass.driver import PassSpec
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import ModelFileError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.io.model_json import UNSAFE, decode_path, encode_path, json_safe

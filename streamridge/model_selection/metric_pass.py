@@ -8,18 +8,18 @@ pass, fold k's M models are applied to fold k's rows only, and the rows'
 :mod:`streamridge.model_selection.metrics` tally is added up.  Cost per row: M T N
 multiply-adds (the statistics pass: N^2).
 
-The pass is the statistics pass with another partition kernel
-(:class:`MetricKernel`, the protocol of :class:`streamridge.datapass.driver.StatsKernel`):
-the same partitions, each stored chunk read once, large ones decoded in pieces,
-partition tallies merged by the same fixed tree on the workers
-(:func:`streamridge.datapass.driver.plan_source`, :func:`streamridge.datapass.driver.run_plan`), so
-the result for a given partitioning does not depend on the scheduler or the
-worker count, and memory does not grow with the row count.
+The pass is the statistics pass with another kernel (:class:`MetricKernel`, run by
+:func:`streamridge.datapass.driver.run_pass`): the same partitions, each stored chunk read
+once, large ones decoded in pieces, tallies merged by the same fixed tree on the
+workers, so the result for a given partitioning does not depend on the scheduler or
+the worker count, and memory does not grow with the row count.
 
-With a feature map the models apply to the mapped rows: a stateless map maps each
-sub-block in :meth:`MetricKernel.add`; a stateful one (state carried along each series)
-runs the lanes of the statistics pass (:mod:`streamridge.model_selection.metric_lanes`), and both
-tally through :func:`tally_rows`.
+With a feature map the models apply to the mapped rows, mapped as in the statistics
+pass: a stateless map maps every block of a partition
+(:class:`streamridge.datapass.mapped.MappedKernel`); a stateful one (state carried
+along each series) runs the lanes of the statistics pass
+(:mod:`streamridge.datapass.lane_task`: the same lanes, lane groups and warm-up
+prefixes, so every row gets the features the statistics pass saw, washout rows left out).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.datapass.driver import PassSpec, code_targets
+from streamridge.datapass.spec import PassSpec, code_targets
 from streamridge.forms.build import Forms
 from streamridge.model_selection.metrics import AUC_BINS, ClassTally, RegressionTally
 from streamridge.solvers.linalg import psd_eigh, range_coordinates
@@ -167,47 +167,60 @@ def _finite_rows(*arrays: np.ndarray | None) -> np.ndarray | None:
 
 
 class MetricKernel:
-    """The metric pass's partition kernel: rows -> the tally of fold k's models on fold k's rows.
+    """The metric pass's kernel: rows -> the tally of fold k's models on fold k's rows.
 
-    The protocol of :class:`streamridge.datapass.driver.StatsKernel`: ``start()``,
-    ``add(acc, X, y, groups, weights, row_start)`` (in place), ``finish(acc)``
-    and ``merge(a, b)``.  With a (stateless) feature map in ``spec`` the
-    models apply to the mapped rows, as in the statistics pass.
+    The kernel protocol of :mod:`streamridge.datapass.driver`: ``start()``,
+    ``add(acc, X, y, groups, weights, row_start, drop)`` (in place), ``finish(acc)``,
+    ``merge(a, b)`` and ``result(total)``.  It takes the rows the models apply to (a
+    feature map's outputs: the pass maps them, as in the statistics pass).
 
     Parameters
     ----------
     spec : PassSpec
-        The statistics pass's (folds, classes, targets, feature map).
+        The statistics pass's (folds, classes, targets, non-finite rows).
     plan : MetricPlan
     """
 
     def __init__(self, spec: PassSpec, plan: MetricPlan) -> None:
         self.spec, self.plan = spec, plan
 
+    @property
+    def width(self) -> int:
+        """Features per row the models take."""
+        return int(self.plan.coef.shape[-1])
+
+    @property
+    def n_cells(self) -> int:
+        """Folds the rows go to."""
+        return int(self.spec.scheme.n_folds)
+
+    def result_bytes(self) -> int:
+        """Bytes of a tally's arrays."""
+        return _tally_bytes(self.plan.empty())
+
     def start(self) -> Tally:
         """The zero tally."""
         return self.plan.empty()
 
     def add(
-        self, acc: Tally, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int
+        self, acc: Tally, X: np.ndarray, y: Any, groups: Any, weights: Any, row_start: int, drop: Any = None
     ) -> None:
-        """Add the rows ``row_start ..`` of one sub-block."""
-        features = self.spec.features
-        if features is not None:
-            g = None if groups is None else np.asarray(groups).reshape(-1)
-            with np.errstate(over="ignore", invalid="ignore"):  # NaN rows stay NaN (dropped with skip_nonfinite)
-                X, _ = features.apply_chunk(np.asarray(X, dtype=np.float64), row_start, g, features.init_state())
-        tally_rows(acc, X, y, groups, weights, row_start, self.spec, self.plan)
+        """Add the rows ``row_start ..`` of one block (``drop``: rows left out, a map's washout)."""
+        tally_rows(acc, X, y, groups, weights, row_start, self.spec, self.plan, drop)
 
     @staticmethod
     def finish(acc: Tally) -> Tally:
-        """The partition's tally."""
+        """The task's tally."""
         return acc
 
     @staticmethod
     def merge(a: Tally, b: Tally) -> Tally:
         """Two tallies' merge (``a``'s rows before ``b``'s)."""
         return a.merge(b)  # type: ignore[arg-type]
+
+    def result(self, total: Tally | None) -> Tally:
+        """The pass's tally (zero without rows)."""
+        return self.plan.empty() if total is None else total
 
 
 def tally_rows(
@@ -285,47 +298,44 @@ def metric_pass(
     scheduler: Any = None,
     window: int | None = None,
     memory_budget: int | None = None,
+    partition_rows: int | None = None,
     progress: bool | Callable[[int], None] = False,
 ) -> Tally:
     """The metric pass over a :class:`~streamridge.sources.Source`: the tally of every fold and model.
 
-    The partitions of the statistics pass, each stored chunk read once (:class:`MetricKernel`);
-    ``progress`` shows a tqdm bar ("metric pass") or calls ``progress(rows_done)`` per partition.
-    With a stateful feature map in ``spec`` the rows are mapped by the lanes of the
-    statistics pass (:mod:`streamridge.model_selection.metric_lanes`), each series' state carried in row order.
+    The layout of the statistics pass (:func:`streamridge.datapass.layouts.pass_layout`: the same
+    partitions, each stored chunk read once, or with a stateful map in ``spec`` the same lanes, each
+    series' state carried in row order), run by :func:`streamridge.datapass.driver.run_pass` with
+    :class:`MetricKernel`; the kernel takes whole read blocks where they are not decoded in pieces
+    (fewer, longer runs of each fold's rows).  ``progress`` shows a tqdm bar ("metric pass") or
+    calls ``progress(rows_done)`` per task.
     """
-    if spec.features is not None and spec.features.stateful:
-        from streamridge.model_selection.metric_lanes import metric_pass_lanes
+    from streamridge.datapass.driver import run_pass
+    from streamridge.datapass.layouts import pass_layout, x_shape
 
-        return metric_pass_lanes(
-            source, spec, plan, row_offset=row_offset, scheduler=scheduler, window=window, progress=progress
-        )
-    import warnings
-
-    from streamridge.datapass.driver import _progress_bar, _width, plan_source, run_plan
-    from streamridge.datapass.partitions import LargeChunkWarning, _streams_pieces
-
-    width = _width(source, spec)
-    empty = plan.empty()
-    with warnings.catch_warnings():  # the statistics pass warned of the same stored chunks
-        warnings.simplefilter("ignore", LargeChunkWarning)
-        readers, _, _, parts = plan_source(
-            source, n_cells=spec.scheme.n_folds, stats_bytes=_tally_bytes(empty), width=width,
-            memory_budget=memory_budget,
-        )
-    if not _streams_pieces(readers["X"], parts):  # whole read blocks: fewer, longer runs of each fold's rows
-        parts = dataclasses.replace(parts, sub_rows=parts.read_rows)
-    bar = _progress_bar(progress, parts.hi - parts.lo, desc="metric pass")
-    try:
-        total = run_plan(
-            source, readers, parts, MetricKernel(spec, plan), row_offset=row_offset, scheduler=scheduler,
-            window=window, on_done=lambda i, _: bar(parts.rows(i)[1] - parts.rows(i)[0]),
-        )
-    finally:
-        bar(None)
-    return empty if total is None else total
+    if spec.features is not None:  # the raw inputs the map takes
+        spec.features.check_width(x_shape(source)[1])
+    layout = pass_layout(  # the statistics pass warned of the same stored chunks
+        spec, partition_rows=partition_rows, memory_budget=memory_budget, whole_reads=True, warn=False
+    )
+    kernel = MetricKernel(spec, plan)
+    tally: Tally = run_pass(
+        source,
+        kernel,
+        layout,
+        row_offset=row_offset,
+        scheduler=scheduler,
+        window=window,
+        progress=progress,
+        desc="metric pass",
+    )
+    return tally
 
 
 def _tally_bytes(tally: Tally) -> int:
     """Bytes of a tally's arrays."""
-    return sum(int(getattr(tally, f.name).nbytes) for f in dataclasses.fields(tally) if hasattr(getattr(tally, f.name), "nbytes"))
+    return sum(
+        int(getattr(tally, f.name).nbytes)
+        for f in dataclasses.fields(tally)
+        if hasattr(getattr(tally, f.name), "nbytes")
+    )

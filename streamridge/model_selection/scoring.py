@@ -204,18 +204,28 @@ def select_by_metric(
     one_se: bool,
     row_offset: int = 0,
     scheduler: Any = None,
+    partition_rows: int | None = None,
     progress: Any = False,
 ) -> MetricChoice:
     """Score every (set, lambda) by one metric pass; choose lambda per set, then the best set (ties: earlier).
 
     Folds where ``scoring`` is undefined are skipped (their scores NaN); undefined
-    in every fold is refused before the pass (:func:`check_defined`).
+    in every fold is refused before the pass (:func:`check_defined`).  ``row_offset``,
+    ``scheduler``, ``partition_rows`` and ``progress`` are the pass's (:func:`metric_pass`).
     """
     undefined = undefined_folds(stats, scoring)
     check_defined(undefined, scoring)
     n_classes = 0 if spec.classes is None else len(spec.classes)
     plan = make_plan(stats, forms, alphas, supports, n_classes=n_classes, auc=scoring == "roc_auc")
-    tally = metric_pass(source, spec, plan, row_offset=row_offset, scheduler=scheduler, progress=progress)
+    tally = metric_pass(
+        source,
+        spec,
+        plan,
+        row_offset=row_offset,
+        scheduler=scheduler,
+        partition_rows=partition_rows,
+        progress=progress,
+    )
     R = len(alphas)
     per_model = fold_scores(tally, scoring)  # (n_sets * R, K, T)
     undefined = undefined | np.isnan(per_model).all(axis=(0, 2))  # rows the pass left out (a washout)

@@ -9,6 +9,7 @@ column) reduces its blocks on the cores' threads.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from streamridge.sources._protocol import ArrayReader
 EDGE_PARTS = 4  # a partition's first and last read blocks are about 1 / EDGE_PARTS of a read block
 
 
-def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Any:
+def block_ranges(X: Any, start: int, stop: int, read_rows: int) -> Iterator[tuple[int, int]]:
     """Yield ``(a, b)``: X rows ``[start, stop)`` in read blocks of whole stored read units.
 
     The first and the last block of a partition are cut to about a quarter of

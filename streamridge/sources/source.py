@@ -121,8 +121,6 @@ class Source:
         on the Source (``dataclasses.replace(src, X=...)``) is read instead.
     rows : tuple of int
         The rows ``[start, stop)`` of the readers this source covers.
-    partition_rows : int or None
-        Rows per partition asked for (``chunk_rows``); None: from the memory budget.
     """
 
     X: da.Array = _View()  # type: ignore[assignment]
@@ -134,7 +132,6 @@ class Source:
     description: str = "arrays"
     readers: dict[str, ArrayReader | None] | None = field(default=None, repr=False, compare=False)
     rows: tuple[int, int] | None = field(default=None, repr=False, compare=False)
-    partition_rows: int | None = field(default=None, repr=False, compare=False)
     _views: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def shape(self, role: str = "X") -> tuple[int, ...] | None:
@@ -317,7 +314,6 @@ def assemble(
         target_names=target_names,
         description=description,
         readers=dict(arrays),
-        partition_rows=chunk_rows,
         _views=dict(views),
     )
 
@@ -376,7 +372,4 @@ def reopen(source: Source, *, chunk_rows: int | None, memory_budget: int) -> Sou
         chunk_rows=chunk_rows,
         memory_budget=memory_budget,
     )
-    out = source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)
-    if chunk_rows is not None and chunk_rows != out.partition_rows:
-        out = _evolve(out, partition_rows=chunk_rows)
-    return out
+    return source if row_chunks == source.row_chunks() else source.rechunk(row_chunks)

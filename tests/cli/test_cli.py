@@ -191,14 +191,12 @@ def test_predict_two_targets(tmp_path, rng, capsys):
 def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget, ahead):
     """Predictions through the reader equal the estimator's, whatever the source's row chunks (smaller
     than the stored chunks, larger, or a budget below one stored chunk), and decode every stored chunk
-    once, with the next batch computed ahead or not."""
-    import contextlib
-    from concurrent.futures import ThreadPoolExecutor
-
+    once, with the next blocks computed ahead of the one written or not."""
     from zarr.storage import LocalStore
 
     from streamridge import StreamRidgeClassifierCV, StreamRidgeCV
-    from streamridge.cli.predict import _reader_batches, _rows_fn
+    from streamridge.cli.predict import RowStream
+    from streamridge.datapass.predict import PredictKernel, predict_blocks
     from tests.datapass.test_partitions import CountingStore
 
     X = rng.standard_normal((3000, 6)).astype(np.float32) + 100.0
@@ -214,16 +212,14 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget,
         (StreamRidgeClassifierCV(cv=3).fit(X, y > np.median(y)), True),
     ]:
         store.reads.clear()
-        with contextlib.ExitStack() as stack:
-            batches = _reader_batches(src, _rows_fn(est, scores), stack, batch_chunks=2, tick=None)
-            if ahead:
-                batches.read_ahead(stack.enter_context(ThreadPoolExecutor(1)))
-            outs = [batches.output(i) for i in range(2 if scores else 1)]
-            step = src.row_chunks()[0]  # the writer's slices: the same rows of every output in turn
-            got = [[], []]
-            for s in range(0, 3000, step):
-                for i, out in enumerate(outs):
-                    got[i].append(out[s : s + step])
+        blocks = predict_blocks(est, src, scores=scores, window=None if ahead else 1)
+        stream = RowStream(blocks, 3000, PredictKernel(est, scores=scores).empty())
+        outs = [stream.output(i) for i in range(2 if scores else 1)]
+        step = src.row_chunks()[0]  # the writer's slices: the same rows of every output in turn
+        got = [[], []]
+        for s in range(0, 3000, step):
+            for i, out in enumerate(outs):
+                got[i].append(out[s : s + step])
         refs = [est.predict(X)] + ([est.decision_function(X)] if scores else [])
         for out, parts, ref in zip(outs, got, refs):
             values = np.concatenate(parts)
@@ -235,36 +231,35 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget,
         assert store.chunk_reads("X") == {f"X/c/{k}/0": 1 for k in range(6)}
 
 
-@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("step", [1, 7, 40, 130, 1000])
-def test_row_batches_compute_each_row_once(step, ahead):
-    """Consecutive slices of any size (within a chunk, across batches, longer than a batch) of two outputs
-    in turn: the rows asked for, each chunk computed once; a slice out of order is recomputed."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from streamridge.cli.predict import _RowBatches
+def test_row_stream_takes_each_block_once(step):
+    """Consecutive slices of any size (within a block, across blocks, longer than several) of two outputs
+    in turn: the rows asked for, each block taken once and only when a slice reaches it; a slice of rows
+    already let go is refused."""
+    from streamridge.cli.predict import RowStream
 
     chunks = (30, 30, 25, 50, 1, 64)
     n = sum(chunks)
     values = np.arange(n * 2.0).reshape(n, 2)
-    calls = []
+    starts = np.cumsum((0, *chunks))[:-1].tolist()
+    taken = []
 
-    def compute(lo, hi):
-        calls.append((lo, hi))
-        return values[lo:hi] * 10, values[lo:hi, 0].astype(np.int64)
+    def blocks():
+        for a, m in zip(starts, chunks):
+            taken.append(a)
+            yield a, (values[a : a + m] * 10, values[a : a + m, 0].astype(np.int64))
 
-    batches = _RowBatches(compute, [(n, 2), (n,)], [np.float64, np.int64], chunks, batch_chunks=2)
-    with ThreadPoolExecutor(1) as pool:
-        if ahead:
-            batches.read_ahead(pool)
-        a, b = batches.output(0), batches.output(1)
-        got = [(a[s : s + step], b[s : s + step]) for s in range(0, n, step)]
-        computed = sorted(r for lo, hi in calls for r in range(lo, hi))
-        np.testing.assert_array_equal(a[10:20], values[10:20] * 10)  # back to the start: recomputed
-        np.testing.assert_array_equal(b[100:110], values[100:110, 0])
+    stream = RowStream(blocks(), n, (np.empty((0, 2)), np.empty(0, np.int64)))
+    a, b = stream.output(0), stream.output(1)
+    got = []
+    for s in range(0, n, step):
+        got.append((a[s : s + step], b[s : s + step]))
+        assert taken[-1] < s + step  # no block taken before a slice reaches it
     np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), values * 10)
     np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), values[:, 0])
-    assert computed == list(range(n))
+    assert taken == starts
+    with pytest.raises(ValueError, match="read once, in order"):
+        a[10:20]
     assert a.shape == (n, 2) and b.dtype == np.int64 and b.ndim == 1
 
 
@@ -322,6 +317,7 @@ def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monke
     predictions as the dask views (taken where a group's outputs exceed LANE_OUTPUT_BYTES: one long series)
     and as transform-then-predict; without series ids, all rows are one series."""
     from streamridge.cli import predict as cli_predict
+    from streamridge.datapass import predict as pass_predict
 
     X = rng.standard_normal((900, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(900)
@@ -334,8 +330,8 @@ def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monke
     monkeypatch.setattr(cli_predict, "_dask_batches", lambda *a, **k: used.append(1) or real(*a, **k))
     extra = ["--groups", "groups"] if series else []
     outs = []
-    for limit in (cli_predict.LANE_OUTPUT_BYTES, 8):
-        monkeypatch.setattr(cli_predict, "LANE_OUTPUT_BYTES", limit)
+    for limit in (pass_predict.LANE_OUTPUT_BYTES, 8):
+        monkeypatch.setattr(pass_predict, "LANE_OUTPUT_BYTES", limit)
         out = tmp_path / f"p{limit}.zarr"
         assert run(capsys, "predict", "--model", tmp_path / "m.npz", "--data", store, "--out", out, "--quiet", *extra)[0] == 0
         outs.append(zarr.open_group(str(out), mode="r")["predictions"][:])
@@ -350,7 +346,7 @@ def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monke
 def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, path):
     """A block that fails midway: rows read through the reader; a stateful map's lanes; or the dask views,
     taken by a map with ``warmup`` (predictions carry the state exactly)."""
-    from streamridge.datapass import plan
+    from streamridge.datapass import lane_task
     from streamridge.estimators.core import (
         RidgeCVCore as StreamRidgeCV,  # the class `predict` loads the model as
     )
@@ -363,7 +359,7 @@ def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, p
         fmap = ["--groups", "groups", "--leave-group-out", "--features", tmp_path / "f.toml"]
     assert run(capsys, "fit", "--data", store, "--out", model, "--quiet", *fmap)[0] == 0
     if path == "lanes":
-        original_read = plan.read_chunk
+        original_read = lane_task.read_chunk
         reads = []
 
         def failing_read(chunk, cache=None):
@@ -372,7 +368,7 @@ def test_failed_predict_leaves_no_output(store, tmp_path, capsys, monkeypatch, p
                 raise ValueError("disk on fire")
             return original_read(chunk, cache)
 
-        monkeypatch.setattr(plan, "read_chunk", failing_read)
+        monkeypatch.setattr(lane_task, "read_chunk", failing_read)
     elif path == "reader":
         original_rows = StreamRidgeCV._linear_rows
         calls = []

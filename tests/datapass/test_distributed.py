@@ -99,6 +99,25 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
+def test_a_fit_connects_to_its_scheduler_once(cluster: Cluster, store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statistics pass and the metric pass of one fit share one connection to the scheduler, closed
+    when the fit ends; the estimator keeps the address it was given."""
+    import distributed
+
+    clients: list[Any] = []
+    real = distributed.Client
+
+    class Counted(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            clients.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "Client", Counted)
+    est = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500, scoring="r2").fit(store)
+    assert len(clients) == 1 and clients[0].status == "closed"
+    assert "metric_pass_s" in est.timings_ and est.scheduler == cluster.address
+
+
 def test_fit_on_cluster_equals_threads(cluster: Cluster, store: str) -> None:
     remote = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500).fit(store)
     local = StreamRidgeCV(scheduler="threads", chunk_rows=500).fit(store)
@@ -110,12 +129,12 @@ def test_fit_on_cluster_equals_threads(cluster: Cluster, store: str) -> None:
 
 def test_accumulate_by_address_other_chunks(cluster: Cluster, store: str) -> None:
     ref = accumulate(
-        open_source(store, groups="groups", chunk_rows=1000), regression_spec("group"), scheduler="sync"
+        open_source(store, groups="groups", chunk_rows=1000), regression_spec("group"), scheduler="sync", partition_rows=1000
     )
     got = accumulate(
         open_source(store, groups="groups", chunk_rows=700),
         regression_spec("group"),
-        scheduler=cluster.address,
+        scheduler=cluster.address, partition_rows=700,
     )
     assert_stats_close(got, ref)
 
@@ -133,7 +152,7 @@ def test_corrupted_chunk_on_cluster(
     path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(3), M, 5, chunk_rows=chunk_rows)
     damage_chunk(path)
     with pytest.raises(SourceError, match=rf"rows {named}\) of zarr store .*bad\.zarr") as info:
-        accumulate(open_source(path, chunk_rows=chunk_rows), regression_spec(), scheduler=cluster.address)
+        accumulate(open_source(path, chunk_rows=chunk_rows), regression_spec(), scheduler=cluster.address, partition_rows=chunk_rows)
     assert "\n" not in str(info.value)
 
 
@@ -157,7 +176,7 @@ def test_unreachable_scheduler_fails_fast(store: str, monkeypatch: pytest.Monkey
         SchedulerError,
         match=r"cannot reach the dask scheduler at tcp://127\.0\.0\.1:1 within 1 s \(\w+Error\); ",
     ) as info:
-        accumulate(open_source(store, chunk_rows=1000), regression_spec(), scheduler="tcp://127.0.0.1:1")
+        accumulate(open_source(store, chunk_rows=1000), regression_spec(), scheduler="tcp://127.0.0.1:1", partition_rows=1000)
     assert tries == [("tcp://127.0.0.1:1", 1.0)]
     assert "\n" not in str(info.value)
 
@@ -170,7 +189,7 @@ def test_killed_worker_leaves_result_unchanged(store: str, tmp_path: Path) -> No
     """
     source = open_source(store, chunk_rows=250)
     slow = replace(source, X=source.X.map_blocks(slow_copy, dtype=source.X.dtype, delay=0.15))
-    ref = accumulate(source, regression_spec(), scheduler="threads")
+    ref = accumulate(source, regression_spec(), scheduler="threads", partition_rows=250)
     c = Cluster(tmp_path, 2)
     seen = []
 
@@ -181,7 +200,7 @@ def test_killed_worker_leaves_result_unchanged(store: str, tmp_path: Path) -> No
             c.workers[0].wait(timeout=10)
 
     try:
-        got = accumulate(slow, regression_spec(), scheduler=c.address, progress=progress)
+        got = accumulate(slow, regression_spec(), scheduler=c.address, progress=progress, partition_rows=250)
     finally:
         c.close()
     assert c.workers[0].returncode == -signal.SIGKILL
@@ -223,12 +242,12 @@ def test_driver_receives_one_result_per_pass(
     monkeypatch.setattr(distributed.Client, "gather", counting_gather)
     report = PassReport()
     got = accumulate(
-        open_source(store, chunk_rows=500), regression_spec(), scheduler=cluster.address, report=report
+        open_source(store, chunk_rows=500), regression_spec(), scheduler=cluster.address, report=report, partition_rows=500
     )
     assert report.extra["partitions"] == 12
     assert received.count("FoldStats") == 1, received
     monkeypatch.undo()
-    _exact(got, accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler="threads"))
+    _exact(got, accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler="threads", partition_rows=500))
 
 
 @pytest.mark.parametrize("stateful", [False, True], ids=["RandomHidden", "EchoStateNetwork"])
@@ -260,10 +279,10 @@ def test_pass_with_a_map_merges_on_the_workers(
 
     monkeypatch.setattr(distributed.Future, "result", counting_result)
     monkeypatch.setattr(distributed.Client, "gather", counting_gather)
-    got = accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler=cluster.address)
+    got = accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler=cluster.address, partition_rows=250)
     assert received.count("FoldStats") == 1, received
     monkeypatch.undo()
-    _exact(got, accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads"))
+    _exact(got, accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads", partition_rows=250))
 
 
 def test_blocks_of_partitions_on_the_cluster_keep_the_bits(
@@ -284,11 +303,11 @@ def test_blocks_of_partitions_on_the_cluster_keep_the_bits(
         return submit(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(distributed.Client, "submit", counting_submit)
-    got = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address)
+    got = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, partition_rows=125)
     monkeypatch.undo()
     assert submitted.count("call_block") == 12 and submitted.count("call_task") == 0, submitted
     assert executors.partition_blocks(0, 48, 2) == [(i, 4) for i in range(0, 48, 4)]
-    _exact(got, accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads"))
+    _exact(got, accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125))
 
 
 def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
@@ -302,7 +321,7 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
     asked: list[bool] = []
     monkeypatch.setattr(Checkpointer, "due", lambda self: not asked and not asked.append(True))
     path, *_ = make_store(tmp_path / "ck.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
-    whole = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads")
+    whole = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125)
     chunk = Path(path) / "X" / "c" / "13" / "0"
     good = chunk.read_bytes()
     chunk.write_bytes(os.urandom(len(good)))
@@ -310,7 +329,7 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
     ck = tmp_path / "ck"
     with pytest.raises(SourceError, match=r"rows 1625-1749\)"):
         accumulate(
-            open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, checkpoint=ck
+            open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, checkpoint=ck, partition_rows=125
         )
     chunk.write_bytes(good)
     os.utime(
@@ -324,7 +343,7 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
         regression_spec(),
         scheduler="threads",
         checkpoint=ck,
-        report=report,
+        report=report, partition_rows=125,
     )
     assert report.extra["resumed_chunks"] == 4
     _exact(resumed, whole)
@@ -344,7 +363,7 @@ def test_pass_by_address_inside_a_users_client_block(
 
     src = open_source(store, chunk_rows=500)  # 12 partitions
     spec = regression_spec("hash")
-    ref = accumulate(src, spec, scheduler=cluster.address)
+    ref = accumulate(src, spec, scheduler=cluster.address, partition_rows=500)
     lookups: list[object] = []
     real = distributed.client.default_client
 
@@ -354,7 +373,7 @@ def test_pass_by_address_inside_a_users_client_block(
 
     with Client(cluster.address, timeout=30):
         monkeypatch.setattr(distributed.client, "default_client", default_client)
-        got = accumulate(src, spec, scheduler=cluster.address)
+        got = accumulate(src, spec, scheduler=cluster.address, partition_rows=500)
         monkeypatch.undo()
         assert real() is not None  # the user's client was the default one during the pass
     assert_stats_close(got, ref, rtol=0)

@@ -22,8 +22,11 @@ import pytest
 import zarr
 from zarr.storage import LocalStore, WrapperStore
 
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate, chunk_task
-from streamridge.datapass.partitions import LargeChunkWarning, Plan, plan_pass, read_blocks, task_plan
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.partition_task import read_blocks
+from streamridge.datapass.partitions import LargeChunkWarning, Plan, plan_pass, task_plan
+from streamridge.datapass.spec import PassSpec
+from streamridge.datapass.stats_kernel import chunk_task
 from streamridge.errors import InputError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
@@ -79,11 +82,10 @@ def _write(
 def _counted_pass(path: Path, **kwargs: Any) -> tuple[Any, CountingStore]:
     store = CountingStore(LocalStore(path, read_only=True))
     group = zarr.open_group(store, mode="r")
-    src = open_source(
-        group, groups="groups", sample_weight="sample_weight", chunk_rows=kwargs.pop("chunk_rows", None)
-    )
+    rows = kwargs.pop("chunk_rows", None)
+    src = open_source(group, groups="groups", sample_weight="sample_weight", chunk_rows=rows)
     store.reads.clear()
-    stats = accumulate(src, PassSpec(FoldScheme("group", 3), None, 1), scheduler="threads", **kwargs)
+    stats = accumulate(src, PassSpec(FoldScheme("group", 3), None, 1), scheduler="threads", partition_rows=rows, **kwargs)
     return stats, store
 
 
@@ -348,10 +350,10 @@ def test_partition_sizes_agree_to_1e12(chunk_rows: int) -> None:
     X = rng.standard_normal((3000, 8)) + 3.0
     y = X @ rng.standard_normal(8) + rng.standard_normal(3000)
     spec = PassSpec(FoldScheme("hash", 5), None, 1)
-    ref = accumulate(open_source(X, y=y, chunk_rows=3000), spec, scheduler="sync")
+    ref = accumulate(open_source(X, y=y, chunk_rows=3000), spec, scheduler="sync", partition_rows=3000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = accumulate(open_source(X, y=y, chunk_rows=chunk_rows), spec, scheduler="threads")
+        got = accumulate(open_source(X, y=y, chunk_rows=chunk_rows), spec, scheduler="threads", partition_rows=chunk_rows)
     assert_stats_close(got, ref, rtol=1e-12)
 
 
@@ -390,7 +392,7 @@ def test_contiguous_hdf5_irregular_dask_and_npy(tmp_path: Path) -> None:
     }
     for what, source in sources.items():
         report = PassReport()
-        got = accumulate(source, spec, scheduler="threads", report=report)
+        got = accumulate(source, spec, scheduler="threads", report=report, partition_rows=800)
         assert report.extra["partitions"] > 1, what
         assert_stats_close(got, ref, rtol=1e-11)
 
@@ -562,9 +564,9 @@ def test_a_large_and_a_small_partition_share_the_cores_with_the_same_statistics(
     spec = PassSpec(FoldScheme("hash", 5), None, 1)
     names = _cell_thread_names(monkeypatch)
     src = open_source(X, y=y, chunk_rows=3200)  # stored chunks of 3,200 and 800 rows: two partitions
-    shared = accumulate(src, spec, scheduler="threads")
+    shared = accumulate(src, spec, scheduler="threads", partition_rows=3200)
     assert any(name.startswith("streamridge-cells") for name in names), names
-    one = accumulate(src, spec, scheduler="sync")
+    one = accumulate(src, spec, scheduler="sync", partition_rows=3200)
     for name in ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy"):
         np.testing.assert_array_equal(getattr(shared, name), getattr(one, name))
 
@@ -597,10 +599,10 @@ def test_one_partition_of_many_cells_uses_both_cores_with_the_same_statistics(
     spec = PassSpec(FoldScheme("hash", 10), tuple(float(c) for c in range(10)), 10)
     names = _cell_thread_names(monkeypatch)
     src = open_source(X, y=y, sample_weight=w, chunk_rows=M)  # one partition
-    shared = accumulate(src, spec, scheduler="threads")
+    shared = accumulate(src, spec, scheduler="threads", partition_rows=M)
     assert any(name.startswith("streamridge-cells") for name in names), names
     names.clear()
-    one = accumulate(src, spec, scheduler="sync")
+    one = accumulate(src, spec, scheduler="sync", partition_rows=M)
     assert not any(name.startswith("streamridge-cells") for name in names)
     for name in ("count", "weight", "mean_x", "mean_y", "sxx", "sxy", "syy"):
         np.testing.assert_array_equal(getattr(shared, name), getattr(one, name))
@@ -629,7 +631,7 @@ def test_remote_1d_arrays_are_read_beside_x(monkeypatch: pytest.MonkeyPatch) -> 
     (one round trip per block, not two), and the statistics are the same."""
     import threading
 
-    from streamridge.datapass.partitions import _sub_blocks
+    from streamridge.datapass.partition_task import _sub_blocks
 
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(3000, N)), rng.normal(size=3000)
@@ -773,7 +775,7 @@ def test_first_and_last_read_blocks_are_short(
     unit: int, start: int, stop: int, read_rows: int, expected: list[tuple[int, int]]
 ) -> None:
     """A task reading ahead waits for its first block and computes its last one alone: both are short."""
-    from streamridge.datapass.partitions import block_ranges
+    from streamridge.sources.blocks import block_ranges
 
     reader = _Counted(np.zeros((3000, 1)), unit)
     assert list(block_ranges(reader, start, stop, read_rows)) == expected

@@ -11,8 +11,10 @@ import pytest
 import zarr
 
 from streamridge.datapass import partitions
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate, chunk_task
+from streamridge.datapass.driver import PassReport, accumulate
 from streamridge.datapass.partitions import Plan, plan_pass
+from streamridge.datapass.spec import PassSpec
+from streamridge.datapass.stats_kernel import chunk_task
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
 from streamridge.sources._protocol import ArrayReader, RowGrid

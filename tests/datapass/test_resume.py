@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from streamridge.datapass.checkpoint import FILE
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import CheckpointError, ModelFileError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source, write_zarr
@@ -41,7 +42,10 @@ from tests.scale_utils import regression_spec
 read = _zarr.ZarrReader.read
 _zarr.ZarrReader.read = lambda self, a, b: (time.sleep(0.1), read(self, a, b))[1]
 src = open_source(sys.argv[1], chunk_rows=int(sys.argv[3]))
-accumulate(src, regression_spec(), scheduler="sync", checkpoint=sys.argv[2], checkpoint_every_s=0)
+accumulate(
+    src, regression_spec(), scheduler="sync", checkpoint=sys.argv[2], checkpoint_every_s=0,
+    partition_rows=int(sys.argv[3]),
+)
 """
 
 
@@ -92,9 +96,9 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
 
     report = PassReport()
     resumed = accumulate(
-        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, report=report
+        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, report=report, partition_rows=CHUNK_ROWS
     )
-    whole = accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec())
+    whole = accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), partition_rows=CHUNK_ROWS)
     assert report.extra["resumed_chunks"] == covered
     assert report.chunks == N_CHUNKS - covered
     assert resumed.n_rows == whole.n_rows == CHUNK_ROWS * N_CHUNKS
@@ -106,7 +110,7 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
 
 def test_checkpoint_of_other_data_or_options_is_refused(store: str, tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
-    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory)
+    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, partition_rows=CHUNK_ROWS)
     assert _chunks_done(directory / FILE) == N_CHUNKS
 
     other, *_ = make_store(
@@ -123,7 +127,7 @@ def test_checkpoint_of_other_data_or_options_is_refused(store: str, tmp_path: Pa
         with pytest.raises(
             CheckpointError, match=rf"other data or options \(differs in: {differs}\)"
         ) as info:
-            accumulate(open_source(path, chunk_rows=rows), spec, checkpoint=directory)
+            accumulate(open_source(path, chunk_rows=rows), spec, checkpoint=directory, partition_rows=rows)
         assert "\n" not in str(info.value), what
         assert (directory / FILE).read_bytes() == saved, f"{what}: the refused pass changed the checkpoint"
 
@@ -132,11 +136,11 @@ def test_same_path_new_content_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "data.zarr"
     X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
     write_zarr(path, X, y, chunk_rows=500)
-    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
     X2, y2, _ = make_data(np.random.default_rng(2), 2000, 4)
     write_zarr(path, X2, y2, chunk_rows=500)
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
 
 
 def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
@@ -146,12 +150,12 @@ def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "data.zarr"
     X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
     write_zarr(path, X, y, chunk_rows=500)
-    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
     time.sleep(0.01)
     arr = zarr.open_array(path / "X", mode="r+")
     arr[700:702] = arr[700:702] * 2 + 1  # rows in the middle only
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
 
 
 def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
@@ -159,13 +163,13 @@ def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
     X, y, _ = make_data(np.random.default_rng(1), 3000, 4)
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", y)
-    accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+    accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
     mapped = np.load(tmp_path / "X.npy", mmap_mode="r+")
     mapped[1500] += 1
     mapped.flush()
     del mapped
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt")
+        accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
 
 
 def test_numpy_arrays_fingerprint_by_content_not_by_name() -> None:
@@ -327,11 +331,11 @@ def test_resume_inside_a_round_of_slices(
 ) -> None:
     """A round's rows are mapped in slices (here 100 rows): the map fails in slice 3 of round 1 (its 6th call),
     the task saved after slice 2 (row 200 of round 1), and the resumed pass reads each series from that row."""
-    import streamridge.datapass.plan as plan
+    import streamridge.datapass.lane_task as lane_task
     from streamridge.features import EchoStateNetwork
 
     src, spec = lane_pass(series, LANE_CHUNK, 40)
-    monkeypatch.setattr(plan, "GROUP_BYTES", 100 * 8 * 40 * SERIES)
+    monkeypatch.setattr(lane_task, "GROUP_BYTES", 100 * 8 * 40 * SERIES)
     whole = accumulate(src, spec, scheduler="sync")
     real, calls = EchoStateNetwork.apply_chunks, [0]
 
@@ -426,7 +430,7 @@ def test_lane_progress_of_other_options_or_a_newer_format_is_refused(
 
 def test_checkpoint_of_a_newer_format_is_refused(store: str, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
-    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck)
+    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck, partition_rows=CHUNK_ROWS)
     with np.load(ck / FILE) as z:
         arrays = {k: np.array(z[k]) for k in z.files}
     meta = json.loads(arrays["meta_json"].tobytes().decode())
@@ -436,7 +440,7 @@ def test_checkpoint_of_a_newer_format_is_refused(store: str, tmp_path: Path) -> 
     with pytest.raises(
         CheckpointError, match=r"checkpoint\.npz is of format 3, written by a newer streamridge"
     ):
-        accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck)
+        accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck, partition_rows=CHUNK_ROWS)
 
 
 def test_lane_progress_needs_the_directory_where_the_task_runs(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import streamridge.datapass.driver as stream
 import streamridge.datapass.executors as executors
-import streamridge.datapass.partitions as partitions
+import streamridge.datapass.partition_task as partition_task
 from streamridge import StreamRidgeCV
 from streamridge.datapass.driver import accumulate
 from streamridge.errors import IncompatibleStatsError, SourceError
@@ -51,18 +51,18 @@ def test_partials_held_are_log_n_and_window(
     X, y, _ = make_data(rng, 40_000, 8)
     source = open_source(X, y=y, chunk_rows=100)  # 400 partitions
     started = []
-    task = partitions.run_partition
+    task = partition_task.run_partition
 
     def counting_task(*args):  # type: ignore[no-untyped-def]
         started.append(_CountingReducer.pushes)  # pushes done when this partition started
         return task(*args)
 
     monkeypatch.setattr(executors, "TreeReducer", _CountingReducer)
-    monkeypatch.setattr(partitions, "run_partition", counting_task)
+    monkeypatch.setattr(partition_task, "run_partition", counting_task)
     _CountingReducer.deepest = _CountingReducer.pushes = 0
     window = 3
     report = stream.PassReport()
-    accumulate(source, regression_spec(), scheduler="threads", window=window, report=report)
+    accumulate(source, regression_spec(), scheduler="threads", window=window, report=report, partition_rows=100)
     n = 400
     assert report.extra["partitions"] == n
     assert _CountingReducer.pushes == n
@@ -77,7 +77,7 @@ def _traced_peak(n_chunks: int, rng: np.random.Generator) -> int:
     source = open_source(X, y=y, chunk_rows=100)
     tracemalloc.start()
     try:
-        accumulate(source, regression_spec(), scheduler="sync")
+        accumulate(source, regression_spec(), scheduler="sync", partition_rows=100)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -113,7 +113,7 @@ def zarr_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarra
 
 @pytest.fixture(scope="module")
 def reference_stats(zarr_store):  # type: ignore[no-untyped-def]
-    return accumulate(open_source(zarr_store[0], chunk_rows=1000), regression_spec(), scheduler="sync")
+    return accumulate(open_source(zarr_store[0], chunk_rows=1000), regression_spec(), scheduler="sync", partition_rows=1000)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_same_stats_for_schedulers_and_chunks(
     zarr_store, reference_stats, scheduler: str, chunk_rows: int
 ) -> None:  # type: ignore[no-untyped-def]
     source = open_source(zarr_store[0], chunk_rows=chunk_rows)
-    stats = accumulate(source, regression_spec(), scheduler=scheduler)
+    stats = accumulate(source, regression_spec(), scheduler=scheduler, partition_rows=chunk_rows)
     assert stats.n_rows == 6000
     assert_stats_close(stats, reference_stats)
 
@@ -145,7 +145,7 @@ def _shard(X, y, groups, start, stop, spec, chunk_rows=700):  # type: ignore[no-
     g = None if groups is None else groups[start:stop]
     source = open_source(X[start:stop], y=y[start:stop], groups=g, chunk_rows=chunk_rows)
     meta = regression_meta(spec.scheme, X.shape[1])
-    return accumulate(source, spec, row_offset=start, meta=meta)
+    return accumulate(source, spec, row_offset=start, meta=meta, partition_rows=chunk_rows)
 
 
 @pytest.mark.parametrize("kind", ["hash", "group"])
@@ -213,7 +213,7 @@ def test_corrupted_chunk_names_the_chunk(
     with pytest.raises(
         SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr"
     ) as info:
-        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
+        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500)
     assert "\n" not in str(info.value)
 
 
@@ -232,7 +232,7 @@ def test_a_bug_in_a_task_is_not_blamed_on_the_data(
     store, *_ = make_store(tmp_path / "good.zarr", rng, 4000, 6, chunk_rows=500)
     monkeypatch.setattr(stream.StatsKernel, "add", _buggy_kernel_add)
     with pytest.raises(IndexError, match="a bug in the kernel") as info:
-        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler)
+        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500)
     assert not isinstance(info.value, SourceError)
     assert any("partition 0 (rows 0-" in note for note in getattr(info.value, "__notes__", []))
 
@@ -283,14 +283,14 @@ def test_many_chunks_many_shards_on_local_cluster(tmp_path: Path, rng: np.random
     """2,000 chunks in 4 shards on a 2-process local cluster equal one threaded pass."""
     store, X, y, groups = make_store(tmp_path / "many.zarr", rng, 100_000, 16, chunk_rows=50)
     spec = regression_spec("group")
-    whole = accumulate(open_source(store, groups="groups", chunk_rows=5000), spec, scheduler="threads")
+    whole = accumulate(open_source(store, groups="groups", chunk_rows=5000), spec, scheduler="threads", partition_rows=5000)
     cuts = [0, 12_345, 50_000, 77_777, 100_000]
     parts = [
         accumulate(
             open_source(X[a:b], y=y[a:b], groups=groups[a:b], chunk_rows=50),
             spec,
             row_offset=a,
-            scheduler="local:2",
+            scheduler="local:2", partition_rows=50,
         )
         for a, b in itertools.pairwise(cuts)
     ]
@@ -305,10 +305,42 @@ def test_bit_identical_across_schedulers_and_worker_counts(zarr_store) -> None: 
     """The reduction tree depends only on the partitioning: every scheduler gives the same bits."""
     source = open_source(zarr_store[0], groups="groups", chunk_rows=500)  # 12 partitions
     spec = regression_spec("group")
-    ref = accumulate(source, spec, scheduler="sync")
+    ref = accumulate(source, spec, scheduler="sync", partition_rows=500)
     for scheduler in ("threads", "processes", "local:1", "local:2"):
-        got = accumulate(source, spec, scheduler=scheduler, window=5 if scheduler == "threads" else None)
+        got = accumulate(source, spec, scheduler=scheduler, window=5 if scheduler == "threads" else None, partition_rows=500)
         for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
             np.testing.assert_array_equal(
                 getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}"
             )
+
+
+def test_closing_a_pass_in_row_order_stops_its_tasks(rng: np.random.Generator) -> None:
+    """The results of iter_pass taken one by one: once the iterator is closed no task starts, its
+    threads are gone, and BLAS has its threads back."""
+    import threading
+
+    from streamridge.datapass.driver import iter_pass
+    from streamridge.datapass.layouts import Partitions
+    from streamridge.datapass.stats_kernel import StatsKernel
+    from streamridge.parallel import blas_controller
+
+    X, y, _ = make_data(rng, 4000, 4)
+    started: list[int] = []
+
+    class Counted(StatsKernel):
+        def start(self):  # type: ignore[no-untyped-def]
+            started.append(1)
+            return super().start()
+
+    def blas() -> list[int]:
+        return [lib["num_threads"] for lib in blas_controller().info()]
+
+    before, threads = blas(), threading.active_count()
+    results = iter_pass(
+        open_source(X, y=y), Counted(regression_spec(), 4), Partitions(rows=100), scheduler="threads", window=3
+    )
+    next(results)
+    results.close()
+    n = len(started)
+    assert 1 <= n <= 4  # the one taken and the window in flight, of 40
+    assert threading.active_count() == threads and blas() == before

@@ -58,7 +58,7 @@ def _submitted_tasks(source: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple
 
     with monkeypatch.context() as m:
         m.setattr(executors, "reduce_partitions", record)
-        accumulate(source, regression_spec(), scheduler="sync")
+        accumulate(source, regression_spec(), scheduler="sync", partition_rows=200)
     return tasks
 
 

@@ -16,9 +16,12 @@ import pytest
 import zarr
 from zarr.storage import LocalStore
 
-import streamridge.datapass.partitions as partitions
+import streamridge.datapass.lane_task as lane_task
+import streamridge.datapass.partition_task as partition_task
 import streamridge.datapass.plan as plan_mod
-from streamridge.datapass.driver import PassReport, PassSpec, accumulate, chunk_task
+from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.spec import PassSpec
+from streamridge.datapass.stats_kernel import chunk_task
 from streamridge.features import Concat, Distances, EchoStateNetwork, Nystroem, Pipeline, RandomHidden
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
@@ -81,7 +84,7 @@ def test_stateless_map_reads_every_stored_chunk_once(tmp_path: Path, raw: dict[s
     spec = _spec(fmap, raw["X"])
     store.reads.clear()
     report = PassReport()
-    got = accumulate(src, spec, scheduler="threads", report=report)
+    got = accumulate(src, spec, scheduler="threads", report=report, partition_rows=600)
     for name, rows in chunks.items():
         reads = store.chunk_reads(name)
         assert len(reads) == -(-M // rows), (name, reads)
@@ -107,14 +110,14 @@ def _interrupted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, fail_a
 def test_stateless_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch, sched: str) -> None:
     spec = _spec(RandomHidden(30, seed=3), raw["X"])
     src = open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=300)
-    whole = accumulate(src, spec, scheduler=sched)
+    whole = accumulate(src, spec, scheduler=sched, partition_rows=300)
     # partition rows [1500, 1800) fails: partitions 0-4 are checkpointed (one save per partition)
-    real = _interrupted(monkeypatch, partitions, "run_partition", lambda readers, start, *a: start >= 1500)
+    real = _interrupted(monkeypatch, partition_task, "run_partition", lambda readers, start, *a: start >= 1500)
     with pytest.raises(Exception, match="disk went away"):
-        accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
-    monkeypatch.setattr(partitions, "run_partition", real)
+        accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0, partition_rows=300)
+    monkeypatch.setattr(partition_task, "run_partition", real)
     report = PassReport()
-    resumed = accumulate(src, spec, scheduler=sched, checkpoint=tmp_path / "ck", report=report)
+    resumed = accumulate(src, spec, scheduler=sched, checkpoint=tmp_path / "ck", report=report, partition_rows=300)
     assert report.extra["resumed_chunks"] == 5 and report.extra["partitions"] == 8
     _exact(resumed, whole)
 
@@ -125,10 +128,10 @@ def test_stateful_map_resumes_bit_for_bit(tmp_path: Path, raw: dict[str, np.ndar
     monkeypatch.setattr(plan_mod, "LOCKSTEP_SERIES", 8)  # 12 lanes of a series each in groups of 8, not all 12 in one
     src = open_source(raw["X"], y=raw["y"], groups=raw["groups"], sample_weight=raw["sample_weight"], chunk_rows=100)
     whole = accumulate(src, spec, scheduler="threads")
-    real = _interrupted(monkeypatch, plan_mod, "lane_task", lambda lane, spec: lane.first >= 14)  # series 7 on
+    real = _interrupted(monkeypatch, lane_task, "lane_task", lambda lane, *a: lane.first >= 14)  # series 7 on
     with pytest.raises(Exception, match="disk went away"):
         accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
-    monkeypatch.setattr(plan_mod, "lane_task", real)
+    monkeypatch.setattr(lane_task, "lane_task", real)
     report = PassReport()
     resumed = accumulate(src, spec, scheduler="threads", checkpoint=tmp_path / "ck", report=report)
     # 12 lanes (a series of 2 chunks each) in groups of 8: the group of lanes 8-11 (chunks 16-23) failed

@@ -231,7 +231,7 @@ def test_cli_predict_with_a_stateless_map_reads_x_once(data, tmp_path, capsys, m
     """``predict`` with a stateless map reads X through the reader, each row once, and maps it a tile of
     outputs at a time (tiles of 7 rows here); predictions (and scores) equal the map's features times
     the model."""
-    from streamridge.cli import predict as cli_predict
+    from streamridge.datapass import predict as pass_predict
     from streamridge.sources import _zarr
 
     X, Y, g = data
@@ -250,7 +250,7 @@ def test_cli_predict_with_a_stateless_map_reads_x_once(data, tmp_path, capsys, m
         return original(self, start, stop)
 
     monkeypatch.setattr(_zarr.ZarrReader, "read", counting)
-    monkeypatch.setattr(cli_predict, "MAP_TILE_BYTES", 7 * 8 * 30)
+    monkeypatch.setattr(pass_predict, "MAP_TILE_BYTES", 7 * 8 * 30)
     scores = ["--scores"] if classify else []
     code, _, err = run(capsys, "predict", "--model", tmp_path / "m.npz", "--data", store, "--out", tmp_path / "p.zarr", "--quiet", *scores)
     assert code == 0, err
@@ -334,6 +334,7 @@ def test_chunk_whose_rows_are_all_dropped(rng):
 
 def test_checkpoint_resumes_a_pass_with_a_map(data, tmp_path, monkeypatch):
     """A pass with a stateful map stopped after some lanes resumes at a lane boundary to the same statistics."""
+    import streamridge.datapass.lane_task as lane_task
     import streamridge.datapass.plan as plan
     from streamridge.datapass.driver import PassReport, accumulate
     from streamridge.sources import open_source
@@ -345,17 +346,17 @@ def test_checkpoint_resumes_a_pass_with_a_map(data, tmp_path, monkeypatch):
     whole = est.compute_stats(X, Y, groups=g)
     spec = est._spec
     src = open_source(X, y=Y, groups=g, chunk_rows=40)
-    real = plan.lane_task
+    real = lane_task.lane_task
 
-    def failing(lane, spec):
+    def failing(lane, *args):
         if lane.first >= 5:
             raise OSError("disk went away")
-        return real(lane, spec)
+        return real(lane, *args)
 
-    monkeypatch.setattr(plan, "lane_task", failing)
+    monkeypatch.setattr(lane_task, "lane_task", failing)
     with pytest.raises(Exception, match="disk went away"):
         accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0)
-    monkeypatch.setattr(plan, "lane_task", real)
+    monkeypatch.setattr(lane_task, "lane_task", real)
     report = PassReport()
     resumed = accumulate(src, spec, scheduler="sync", checkpoint=tmp_path / "ck", checkpoint_every_s=0, report=report)
     # chunks of 40 rows, not cut at series heads (only chunks over 600 / (8 tasks x 1 lane) = 75 rows are);

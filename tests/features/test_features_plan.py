@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import streamridge as sr
+import streamridge.datapass.lane_task as lane_task
 import streamridge.datapass.plan as plan
+import streamridge.datapass.stats_kernel as stats_kernel
 from streamridge.features import EchoStateNetwork
 
 STATS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
@@ -51,14 +53,14 @@ def test_any_grouping_and_slicing_gives_the_in_memory_statistics(series, monkeyp
     Xf = np.nan_to_num(X)
     monkeypatch.setattr(plan, "LANE_GROUP", group)
     monkeypatch.setattr(plan, "MAX_LANE_GROUP", group)
-    monkeypatch.setattr(plan, "GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(lane_task, "GROUP_BYTES", group_bytes)
     assert_same(stats(Xf, y, g), reference(Xf, y, g))
 
 
 def test_slices_keep_the_row_named_in_errors(series, monkeypatch):
     """A NaN input row is reported with its global row, whatever the slicing."""
     X, y, g = series
-    monkeypatch.setattr(plan, "GROUP_BYTES", 8 * 12 * 2)
+    monkeypatch.setattr(lane_task, "GROUP_BYTES", 8 * 12 * 2)
     with pytest.raises(sr.errors.NonFiniteError, match=r"first at rows \[3\]"):
         stats(X, y, g, skip_nonfinite=True)
 
@@ -93,18 +95,18 @@ def test_lane_groups_hold_their_own_folds_same_bits(rng, monkeypatch, sched):
     monkeypatch.setattr(plan, "LANE_GROUP", 2)
     monkeypatch.setattr(plan, "MAX_LANE_GROUP", 2)
     seen = []
-    real_task = plan.lane_task
+    real_task = lane_task.lane_task
 
-    def task(lane, spec):
-        out = real_task(lane, spec)
+    def task(lane, *args):
+        out = real_task(lane, *args)
         seen.append((lane.group_values, out.n_folds, out.meta["scheme"]["group_values"]))
         return out
 
-    monkeypatch.setattr(plan, "lane_task", task)
+    monkeypatch.setattr(lane_task, "lane_task", task)
     new = stats(X, y, g, scheduler=sched)
     assert sorted(len(v) for v, n, _ in seen) == [2, 2, 2, 2]  # 8 series in groups of 2 lanes
     assert all(n == len(v) and list(v) == sv for v, n, sv in seen)
-    monkeypatch.setattr(plan, "lane_scheme", lambda scheme, values: scheme)
+    monkeypatch.setattr(stats_kernel, "lane_scheme", lambda scheme, values: scheme)
     old = stats(X, y, g, scheduler=sched)
     assert new.n_folds == old.n_folds == len(lengths)
     assert new.meta["scheme"] == old.meta["scheme"]
@@ -123,7 +125,7 @@ def test_all_folds_places_a_subset_of_series_in_the_pass_folds(series):
     part.mean_x[:] = np.arange(6).reshape(2, 1, 3)
     part.sxx[:] = 1.5
     spec = type("Spec", (), {"scheme": full})()
-    total = plan.all_folds(part, spec)
+    total = stats_kernel.all_folds(part, spec)
     assert total.n_folds == 4 and total.meta["rows_seen"] == 9 and total.meta["scheme"] == full.to_dict()
     assert total.count[:, 0].tolist() == [0, 2, 0, 5]
     assert np.array_equal(total.mean_x[[1, 3]], part.mean_x) and not total.mean_x[[0, 2]].any()

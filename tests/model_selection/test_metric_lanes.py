@@ -292,10 +292,10 @@ def test_cli_fit_with_a_features_file_and_scoring(series, tmp_path, capsys):
 def test_lane_groups_and_row_slices(rng, monkeypatch, group_bytes):
     """Sixteen series cut at chunk ends: 16 lanes in two groups run in lockstep (and, with a small
     GROUP_BYTES, mapped 3 rows at a time): the scores still equal the in-memory reference."""
-    from streamridge.datapass import plan
+    from streamridge.datapass import lane_task, plan
 
     if group_bytes is not None:
-        monkeypatch.setattr(plan, "GROUP_BYTES", group_bytes)
+        monkeypatch.setattr(lane_task, "GROUP_BYTES", group_bytes)
     g = np.repeat(np.arange(16)[::-1], 40)
     X = rng.standard_normal((len(g), 2))
     y = np.r_[0.0, X[:-1, 0]] * X[:, 1] + 0.1 * rng.standard_normal(len(g))

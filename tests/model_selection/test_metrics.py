@@ -7,7 +7,7 @@ import pytest
 from sklearn import metrics as skm
 
 import streamridge as sr
-from streamridge.datapass.driver import PassSpec
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import ParameterError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.forms.build import build_forms

@@ -250,15 +250,26 @@ class SourceTests:
         assert second is not None and second.fingerprint() != first.fingerprint()
 
     def test_pass_equals_in_memory(self, tmp_path: Path, rng: np.random.Generator) -> None:
-        from streamridge.datapass.driver import PassSpec, accumulate, chunk_task
+        from streamridge.datapass.driver import accumulate
+        from streamridge.datapass.spec import PassSpec
+        from streamridge.datapass.stats_kernel import chunk_task
         from streamridge.folds.schemes import FoldScheme
 
         d = _data(rng)
         spec = PassSpec(FoldScheme("group", 3), None, 1)
-        got = accumulate(self.open(tmp_path, d, chunk_rows=45), spec, scheduler="threads")
+        got = accumulate(self.open(tmp_path, d, chunk_rows=45), spec, scheduler="threads", partition_rows=45)
         ref = chunk_task(d["X"], d["y"], d["groups"], d["w"], 0, spec)
         np.testing.assert_array_equal(got.count, ref.count)
         np.testing.assert_allclose(got.sxx, ref.sxx, rtol=1e-10, atol=1e-9)
+
+    @pytest.mark.parametrize("chunk_rows", [None, 40])
+    def test_an_opened_source_is_not_opened_again(
+        self, tmp_path: Path, rng: np.random.Generator, chunk_rows: int | None
+    ) -> None:
+        """An estimator given a source opened with its own ``chunk_rows`` (the command line's) uses that source."""
+        source = self.open(tmp_path, _data(rng), chunk_rows=chunk_rows)
+        assert open_source(source, chunk_rows=chunk_rows) is source
+        assert not hasattr(source, "partition_rows")  # the partition size is an option of the pass
 
     def test_reopen_source_rechunks(self, tmp_path: Path, rng: np.random.Generator) -> None:
         d = _data(rng)

@@ -19,8 +19,11 @@ import zarr
 import zstandard
 from zarr.storage import LocalStore
 
-from streamridge.datapass.driver import PassSpec, StatsKernel, accumulate
-from streamridge.datapass.partitions import Plan, plan_pass, run_partition
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.partition_task import run_partition
+from streamridge.datapass.partitions import Plan, plan_pass
+from streamridge.datapass.spec import PassSpec
+from streamridge.datapass.stats_kernel import StatsKernel
 from streamridge.errors import SourceError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.sources import open_source
@@ -180,7 +183,7 @@ def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path, how: str,
     ) as info:
         with pytest.warns(UserWarning, match="stored chunks of X"):
             accumulate(
-                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**18
+                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**18, partition_rows=12_000
             )
     assert "\n" not in str(info.value)
     assert ("truncated" if how == "truncated" else "more than 576000 bytes") in str(info.value)
@@ -285,7 +288,8 @@ _CHILD = """
 import json, sys, dataclasses
 import numpy as np
 from streamridge.sources import open_source
-from streamridge.datapass.partitions import Plan, run_partition
+from streamridge.datapass.partition_task import run_partition
+from streamridge.datapass.partitions import Plan
 
 def hwm():
     with open("/proc/self/status") as fh:
@@ -446,14 +450,14 @@ def _heavy_cell(sub_rows: int, lanes: int = 1, overlap: bool = True) -> tuple[An
 
 def test_pieces_ahead_stay_within_the_read_ahead_budget() -> None:
     """10 x 10 cells at N = 1000 float64: 6,400-row sub-blocks of 51 MB; 4 alive would hold 205 MB, 2 hold 102 MB."""
-    from streamridge.datapass.partitions import PREFETCH_BYTES, _ahead_slots
+    from streamridge.datapass.partitions import PREFETCH_BYTES, ahead_slots
 
     X, plan = _heavy_cell(6400)
     assert 4 * 6400 * 8000 > PREFETCH_BYTES >= 2 * 6400 * 8000
-    assert _ahead_slots(X, plan) == 2  # lean: one piece ahead of the one in use
-    assert _ahead_slots(X, dataclasses.replace(plan, sub_rows=3000)) == 4  # deep: 4 x 24 MB
-    assert _ahead_slots(X, dataclasses.replace(plan, sub_rows=9000)) == 0  # 2 x 72 MB: decoded in the task's thread
-    assert _ahead_slots(X, dataclasses.replace(plan, sub_rows=5000, lanes=2)) == 3  # lean with two lanes: 120 MB
+    assert ahead_slots(X, plan) == 2  # lean: one piece ahead of the one in use
+    assert ahead_slots(X, dataclasses.replace(plan, sub_rows=3000)) == 4  # deep: 4 x 24 MB
+    assert ahead_slots(X, dataclasses.replace(plan, sub_rows=9000)) == 0  # 2 x 72 MB: decoded in the task's thread
+    assert ahead_slots(X, dataclasses.replace(plan, sub_rows=5000, lanes=2)) == 3  # lean with two lanes: 120 MB
 
 
 def test_large_statistics_decode_whole_unless_pieces_decode_ahead() -> None:
@@ -462,20 +466,20 @@ def test_large_statistics_decode_whole_unless_pieces_decode_ahead() -> None:
     Decoded whole, the peak is lower; pieces decoded ahead overlap the decode with the statistics for at
     most the pieces alive (2 x 51 MB) more, so they are taken where the reader decodes outside the GIL.
     """
-    from streamridge.datapass.partitions import _pieces_pay
+    from streamridge.datapass.partitions import pieces_pay
 
     X, plan = _heavy_cell(4000, lanes=2, overlap=False)
     plan = dataclasses.replace(plan, prefetch=False)
-    assert _pieces_pay(X, plan, 40 * 10**6)  # 5 x 1 cells: 40 MB of statistics, lower peak in pieces
-    assert not _pieces_pay(X, plan, 800 * 10**6)  # in the task's thread: no gain for a higher peak
+    assert pieces_pay(X, plan, 40 * 10**6)  # 5 x 1 cells: 40 MB of statistics, lower peak in pieces
+    assert not pieces_pay(X, plan, 800 * 10**6)  # in the task's thread: no gain for a higher peak
     X, plan = _heavy_cell(6400)
-    assert _pieces_pay(X, plan, 800 * 10**6)  # two pieces alive, decoded ahead
-    assert not _pieces_pay(X, dataclasses.replace(plan, sub_rows=9000), 800 * 10**6)  # no room ahead
+    assert pieces_pay(X, plan, 800 * 10**6)  # two pieces alive, decoded ahead
+    assert not pieces_pay(X, dataclasses.replace(plan, sub_rows=9000), 800 * 10**6)  # no room ahead
 
 
 def test_plan_of_a_heavy_cell_decodes_its_chunk_ahead_in_pieces(tmp_path: Path) -> None:
     """One stored chunk under statistics larger than it: one partition, pieces decoded ahead, two alive."""
-    from streamridge.datapass.partitions import _ahead_slots
+    from streamridge.datapass.partitions import ahead_slots
 
     rows, N = 6000, 40
     data = np.random.default_rng(3).normal(size=(rows, N))
@@ -489,7 +493,7 @@ def test_plan_of_a_heavy_cell_decodes_its_chunk_ahead_in_pieces(tmp_path: Path) 
         plan = plan_pass(readers, 0, rows, n_cells=10, stats_bytes=stats, memory_budget=budget)
         whole = plan_pass(readers, 0, rows, n_cells=10, stats_bytes=stats, memory_budget=budget, pieces=False)
     assert (len(plan), plan.read_rows, plan.sub_rows) == (1, rows, 3000)
-    assert plan.pieces and plan.prefetch and _ahead_slots(readers["X"], plan) == 2  # lean
+    assert plan.pieces and plan.prefetch and ahead_slots(readers["X"], plan) == 2  # lean
     assert not whole.pieces and not whole.prefetch
     kernel = StatsKernel(PassSpec(FoldScheme("hash", 10), None, 1), N)
     got = run_partition(readers, 0, rows, plan, kernel, 0)

@@ -208,7 +208,9 @@ def test_one_large_stored_chunk_is_not_copied(tmp_path: Path, compressors: Any, 
 
 
 def test_pass_over_one_large_chunk_equals_in_memory(tmp_path: Path) -> None:
-    from streamridge.datapass.driver import PassSpec, accumulate, chunk_task
+    from streamridge.datapass.driver import accumulate
+    from streamridge.datapass.spec import PassSpec
+    from streamridge.datapass.stats_kernel import chunk_task
     from streamridge.folds.schemes import FoldScheme
 
     rng = np.random.default_rng(1)

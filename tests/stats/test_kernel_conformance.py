@@ -1,10 +1,11 @@
 """Conformance of the pass kernels: one set of tests that every partition kernel passes.
 
-A kernel turns the rows of a partition into a result (the protocol of
-:class:`streamridge.datapass.driver.StatsKernel`): ``start()`` an empty accumulator,
+A kernel turns the rows of a task into a result (the protocol of
+:mod:`streamridge.datapass.driver`): ``start()`` an empty accumulator,
 ``add(acc, X, y, groups, weights, row_start)`` the rows of one sub-block into it in
-place, ``finish(acc)`` the partition's result, ``merge(a, b)`` two results (``a``'s rows
-before ``b``'s).  The pass driver relies on:
+place, ``finish(acc)`` the task's result, ``merge(a, b)`` two results (``a``'s rows
+before ``b``'s), and ``width``, ``n_cells``, ``result_bytes()`` for the planner.  The
+pass driver relies on:
 
 - an empty partition being the identity of ``merge`` and an empty sub-block changing nothing;
 - rows cut into sub-blocks, or into partitions merged, anywhere, giving the result of
@@ -12,7 +13,9 @@ before ``b``'s).  The pass driver relies on:
 - ``merge`` being associative and commutative up to rounding, and leaving its arguments as
   they are (the driver keeps them for checkpoints);
 - ``add`` leaving its rows as they are (they may be views of a cache);
-- the result of a pass, for given partitions, bit for bit the same on every scheduler.
+- the result of a pass, for given partitions, bit for bit the same on every scheduler;
+- ``width``, ``n_cells`` and ``result_bytes()`` telling the rows it takes, the cells they go
+  to and the size of a result.
 
 :class:`KernelTests` holds the tests; each kernel has a subclass below (as
 zarr's ``StoreTests``).  A new kernel gets a subclass.
@@ -29,8 +32,11 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from streamridge.datapass.driver import PassSpec, StatsKernel, chunk_task, plan_source, run_plan
-from streamridge.datapass.plan import MappedKernel
+from streamridge.datapass.driver import PassReport, run_pass
+from streamridge.datapass.layouts import Partitions
+from streamridge.datapass.mapped import MappedKernel
+from streamridge.datapass.spec import PassSpec
+from streamridge.datapass.stats_kernel import StatsKernel, chunk_task
 from streamridge.features import RandomHidden
 from streamridge.folds.schemes import FoldScheme
 from streamridge.forms.build import build_forms
@@ -98,8 +104,9 @@ def class_rows(rng: np.random.Generator, C: int, weighted: bool) -> Rows:
     return X, y, groups, w
 
 
-def metric_kernel(spec: PassSpec, rows: Rows, *, n_classes: int, auc: bool) -> MetricKernel:
-    """The metric kernel of the fold models (two feature sets x three lambdas) fitted on ``rows``."""
+def metric_kernel(spec: PassSpec, rows: Rows, *, n_classes: int, auc: bool) -> Any:
+    """The metric kernel of the fold models (two feature sets x three lambdas) fitted on ``rows``
+    (after the stateless map of ``spec``, if any, which maps every block first)."""
     X, y, groups, w = rows
     fmap = spec.features
     F = X if fmap is None else fmap.apply_chunk(X, 0, None, None)[0]
@@ -107,7 +114,8 @@ def metric_kernel(spec: PassSpec, rows: Rows, *, n_classes: int, auc: bool) -> M
     forms = build_forms(stats, fit_intercept=True, balanced=False)
     supports = [np.ones(F.shape[1], bool), np.arange(F.shape[1]) % 2 == 0]
     plan = make_plan(stats, forms, np.array([0.1, 3.0, 100.0]), supports, n_classes=n_classes, auc=auc)
-    return MetricKernel(spec, plan)
+    kernel = MetricKernel(spec, plan)
+    return kernel if fmap is None else MappedKernel(kernel, fmap, skip_nonfinite=spec.skip_nonfinite)
 
 
 class KernelTests:
@@ -117,7 +125,7 @@ class KernelTests:
     exact: ClassVar[bool] = False
     #: relative tolerance where the results may differ by rounding
     rtol: ClassVar[float] = 1e-12
-    #: cells (folds x classes) and the width of the rows the kernel works on, for the pass planner
+    #: cells (folds x classes) and the width of the rows the kernel works on, as it tells the pass planner
     n_cells: ClassVar[int] = 4
     width: ClassVar[int] = N
 
@@ -155,15 +163,19 @@ class KernelTests:
     def run_pass(self, kernel: Any, rows: Rows, scheduler: str) -> Any:
         """The result of the pass driver with ``kernel`` over partitions of :data:`PARTITION_ROWS` rows."""
         X, y, groups, w = rows
-        source = open_source(X, y=y, groups=groups, sample_weight=w, chunk_rows=PARTITION_ROWS)
-        empty_bytes = sum(a.nbytes for a in arrays_of(kernel.finish(kernel.start())).values())
-        readers, _, _, plan = plan_source(
-            source, n_cells=self.n_cells, stats_bytes=empty_bytes, width=self.width
-        )
-        assert len(plan) == M // PARTITION_ROWS
-        return run_plan(source, readers, plan, kernel, scheduler=scheduler)
+        source = open_source(X, y=y, groups=groups, sample_weight=w)
+        report = PassReport()
+        total = run_pass(source, kernel, Partitions(rows=PARTITION_ROWS), scheduler=scheduler, report=report)
+        assert report.extra["partitions"] == M // PARTITION_ROWS
+        return total
 
     # ------------------------------------------------------------------ the tests
+    def test_kernel_tells_the_planner_its_sizes(self, case: tuple[Any, Rows]) -> None:
+        kernel, _ = case
+        assert (kernel.width, kernel.n_cells) == (self.width, self.n_cells)
+        empty_bytes = sum(a.nbytes for a in arrays_of(kernel.finish(kernel.start())).values())
+        assert kernel.result_bytes() == empty_bytes
+
     def test_empty_partition_is_the_identity_of_merge(self, case: tuple[Any, Rows]) -> None:
         kernel, rows = case
         empty = kernel.finish(kernel.start())
@@ -271,7 +283,7 @@ class TestMappedKernel(KernelTests):
     def make(self, rng: np.random.Generator) -> tuple[Any, Rows]:
         fmap = RandomHidden(8, seed=1).fit_width(N)
         spec = PassSpec(FoldScheme("hash", 4), None, 2, features=fmap)
-        return MappedKernel(spec, 8), regression_rows(rng)
+        return MappedKernel(StatsKernel(spec, 8), fmap), regression_rows(rng)
 
 
 class TestMetricKernelRegression(KernelTests):
@@ -296,6 +308,8 @@ class TestMetricKernelMapped(KernelTests):
 
 class TestMetricKernelClassesWeighted(KernelTests):
     """The metric pass of three classes with sample weights: confusion weight sums."""
+
+    n_cells = 3  # the folds
 
     def make(self, rng: np.random.Generator) -> tuple[Any, Rows]:
         rows = class_rows(rng, 3, weighted=True)
@@ -344,7 +358,9 @@ class TestMappedKernelSkipNonfinite(KernelTests):
     def make(self, rng: np.random.Generator) -> tuple[Any, Rows]:
         fmap = RandomHidden(8, seed=1).fit_width(N)
         spec = PassSpec(FoldScheme("hash", 4), None, 2, skip_nonfinite=True, features=fmap)
-        return MappedKernel(spec, 8), with_nonfinite(regression_rows(rng))
+        return MappedKernel(StatsKernel(spec, 8), fmap, skip_nonfinite=True), with_nonfinite(
+            regression_rows(rng)
+        )
 
 
 class TestMetricKernelSkipNonfinite(KernelTests):
@@ -354,3 +370,70 @@ class TestMetricKernelSkipNonfinite(KernelTests):
         rows = with_nonfinite(regression_rows(rng))
         spec = PassSpec(FoldScheme("hash", 4), None, 2, skip_nonfinite=True)
         return metric_kernel(spec, rows, n_classes=0, auc=False), rows
+
+
+# ---------------------------------------------------------------------- the kernels in lanes
+
+
+def series_case(rng: np.random.Generator, kind: str) -> tuple[Any, Rows, np.ndarray, PassSpec]:
+    """A kernel taking the outputs of a stateful map, raw rows of contiguous series, the map's outputs
+    computed in memory, and the pass's spec (with the fitted map)."""
+    from streamridge.features import Delays
+
+    rows = regression_rows(rng) if kind == "regression" else class_rows(rng, 3, weighted=True)
+    X, y, groups, w = rows
+    groups = np.sort(groups)  # contiguous series, in row order
+    fmap = Delays(2).fit(X)
+    F = fmap.transform(X, groups=groups)
+    if kind == "regression":
+        spec = PassSpec(FoldScheme("hash", 4), None, 2, features=fmap)
+    else:
+        spec = PassSpec(FoldScheme("group", 3), (0, 1, 2), 3, features=fmap)
+    if kind == "statistics":
+        kernel: Any = StatsKernel(spec, F.shape[1])
+    else:
+        plain = dataclasses.replace(spec, features=None)
+        kernel = metric_kernel(
+            plain, (F, y, groups, w), n_classes=0 if kind == "regression" else 3, auc=False
+        )
+    return kernel, (X, y, groups, w), F, spec
+
+
+class TestKernelsInLanes:
+    """The lanes of a stateful map feed the same kernels: the pass over lanes of any chunking equals the
+    kernel over the map's outputs computed in memory, bit for bit the same on every scheduler."""
+
+    @pytest.fixture(params=["statistics", "regression", "classes"])
+    def case(
+        self, request: pytest.FixtureRequest, rng: np.random.Generator
+    ) -> tuple[Any, Rows, np.ndarray, PassSpec]:
+        return series_case(rng, request.param)
+
+    @staticmethod
+    def lanes(case: tuple[Any, Rows, np.ndarray, PassSpec], scheduler: str, chunk_rows: int) -> Any:
+        """The pass in lanes of chunks of ``chunk_rows`` rows."""
+        from streamridge.datapass.layouts import Lanes
+
+        kernel, (X, y, groups, w), _, spec = case
+        source = open_source(X, y=y, groups=groups, sample_weight=w, chunk_rows=chunk_rows)
+        report = PassReport()
+        total = run_pass(source, kernel, Lanes(spec), scheduler=scheduler, report=report)
+        assert report.extra["resumed_chunks"] == 0 and report.rows == M
+        return total
+
+    def test_lanes_equal_the_mapped_rows_in_memory(
+        self, case: tuple[Any, Rows, np.ndarray, PassSpec]
+    ) -> None:
+        kernel, rows, F, _ = case
+        whole = KernelTests.result(kernel, (F, *rows[1:]))
+        for chunk_rows in (37, 100, M):
+            assert_close(self.lanes(case, "sync", chunk_rows), whole, 1e-12, f"chunks of {chunk_rows}")
+
+    def test_lanes_are_bit_identical_across_schedulers(
+        self, case: tuple[Any, Rows, np.ndarray, PassSpec]
+    ) -> None:
+        assert_identical(self.lanes(case, "threads", 50), self.lanes(case, "sync", 50), "threads vs sync")
+
+    @pytest.mark.slow
+    def test_lanes_are_bit_identical_on_processes(self, case: tuple[Any, Rows, np.ndarray, PassSpec]) -> None:
+        assert_identical(self.lanes(case, "processes", 50), self.lanes(case, "sync", 50), "processes")

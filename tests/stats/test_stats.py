@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamridge.datapass.driver import PassSpec, accumulate
+from streamridge.datapass.driver import accumulate
+from streamridge.datapass.spec import PassSpec
 from streamridge.errors import IncompatibleStatsError, ModelFileError
 from streamridge.folds.schemes import FoldScheme
 from streamridge.stats.foldstats import FoldStats, load_stats, merge, merge_all, save_stats
