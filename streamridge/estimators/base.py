@@ -223,27 +223,23 @@ class StreamRidgeBase(EstimatorParams):
             raise ParameterError(
                 "scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)"
             )
-        with self._pass_session():
-            return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        with self._pass_session() as scheduler:
+            return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report, scheduler=scheduler)
 
     # fmt: off
     @contextlib.contextmanager
-    def _pass_session(self) -> Iterator[None]:
-        """Every pass inside the block (statistics, metric) uses one scheduler, opened once; ``local:N`` starts now.
+    def _pass_session(self) -> Iterator[Any]:
+        """The scheduler every pass of one fit (statistics, metric) runs on, opened once; ``local:N`` starts now.
 
         Its worker processes start while the data is opened and the pass planned; an address is
-        connected once, at the first pass (:func:`streamridge.datapass.scheduling.pass_session`);
-        :meth:`_scheduler` returns the session.
+        connected once, at the first pass (:func:`streamridge.datapass.scheduling.pass_session`).
+        The session is handed to the passes as an argument, never kept on the estimator.
         """
         with pass_session(self.scheduler) as scheduler:
-            self._session_scheduler = scheduler
-            try:
-                yield
-            finally:
-                self.__dict__.pop("_session_scheduler", None)
+            yield scheduler
 
-    def _fit_pass(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport) -> Any:
-        stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+    def _fit_pass(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport, scheduler: Any) -> Any:
+        stats, rows = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report, scheduler=scheduler)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
             # leave-one-group-out: new series add folds; a stateful map ran on from the last call's state
@@ -251,10 +247,7 @@ class StreamRidgeBase(EstimatorParams):
             self._spec = dataclasses.replace(self._spec, scheme=FoldScheme.from_dict(stats.meta["scheme"]))
         self.stats_ = stats
         _check_folds(stats, partial)
-        try:
-            return self._fit_stats(stats, report)
-        finally:
-            self.__dict__.pop("_pass_source", None)  # the metric pass's handle on the rows, never kept
+        return self._fit_stats(stats, report, rows=None if partial else rows, scheduler=scheduler)
 
     def compute_stats(
         self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, *, rows: tuple[int, int] | None = None
@@ -275,11 +268,10 @@ class StreamRidgeBase(EstimatorParams):
             With ``meta["row_ranges"] = [[start, stop]]``.
         """
         report = PassReport()
-        try:
-            with self._pass_session():
-                stats = self._run_pass(X, y, groups, sample_weight, None, partial=False, report=report, rows=rows, shard=True)
-        finally:
-            self.__dict__.pop("_pass_source", None)
+        with self._pass_session() as scheduler:
+            stats, _ = self._run_pass(
+                X, y, groups, sample_weight, None, partial=False, report=report, scheduler=scheduler, rows=rows, shard=True
+            )
         self.timings_ = {
             "pass_s": report.seconds, "rows": report.rows, "rows_per_s": report.rows_per_s, "solve_s": 0.0,
             "peak_rss_mb": report.extra.get("peak_rss_mb"),
@@ -288,9 +280,13 @@ class StreamRidgeBase(EstimatorParams):
 
     def _run_pass(
         self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport,
-        rows: tuple[int, int] | None = None, shard: bool = False,
-    ) -> FoldStats:
-        """Validate the input, fix folds/classes on the first call and accumulate statistics."""
+        scheduler: Any, rows: tuple[int, int] | None = None, shard: bool = False,
+    ) -> tuple[FoldStats, tuple[Any, int]]:
+        """Validate the input, fix folds/classes on the first call and accumulate statistics.
+
+        Returns the statistics and the rows they came from (source, first row): a metric
+        pass (``scoring``) reads those rows again.
+        """
         self._check_params()
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
@@ -352,8 +348,6 @@ class StreamRidgeBase(EstimatorParams):
             offset = start
             if self._spec.scheme.kind == "logo":  # a shard's folds are its own series; shards merge by group id
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=False, batch=True))
-        if not partial:
-            self._pass_source = (src, offset)  # for the metric pass (scoring=); dropped after the fit
         meta = self._meta(src)
         meta["row_ranges"] = [[offset, offset + src.n_rows()]]
         if _stateful(self._spec):
@@ -363,10 +357,11 @@ class StreamRidgeBase(EstimatorParams):
         with warnings.catch_warnings():
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
-            return accumulate(
-                src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress, meta=meta, report=report,
+            stats = accumulate(
+                src, self._spec, row_offset=offset, scheduler=scheduler, progress=self.progress, meta=meta, report=report,
                 checkpoint=None if partial else self.checkpoint, partition_rows=self.chunk_rows,
             )
+        return stats, (src, offset)
 
     # fmt: on
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
@@ -380,10 +375,6 @@ class StreamRidgeBase(EstimatorParams):
         if not _stateful(self._spec):
             return None
         return validation.continued_spans(src, offset, self.stats_.meta.get("series_spans") or [])
-
-    def _scheduler(self) -> Any:
-        """The scheduler of this fit's passes: the session of :func:`streamridge.datapass.scheduling.pass_session`, or ``scheduler``."""
-        return self.__dict__.get("_session_scheduler", self.scheduler)
 
     def _n_targets(self, src: Any, labels: Any) -> int:
         if labels is not None:
@@ -421,15 +412,16 @@ class StreamRidgeBase(EstimatorParams):
         n_classes = None if model.labels is None else len(model.labels)
         self._check_selection(model.spec.scheme, n_classes, stats.n_features)
         with solve_stage_limits(stats.n_features):
-            return self._select_and_fit(stats, PassReport(), rows=None)
+            return self._select_and_fit(stats, PassReport(), rows=None, scheduler=self.scheduler)
 
-    def _fit_stats(self, stats: FoldStats, report: PassReport) -> Any:
+    def _fit_stats(self, stats: FoldStats, report: PassReport, *, rows: tuple[Any, int] | None, scheduler: Any) -> Any:
         """The model of the statistics of this fit's pass; its rows serve a metric pass (``scoring``)."""
-        rows = self.__dict__.pop("_pass_source", None)  # handed over by the pass, never kept
         with solve_stage_limits(stats.n_features):
-            return self._select_and_fit(stats, report, rows=rows)
+            return self._select_and_fit(stats, report, rows=rows, scheduler=scheduler)
 
-    def _select_and_fit(self, stats: FoldStats, report: PassReport, *, rows: tuple[Any, int] | None) -> Any:
+    def _select_and_fit(
+        self, stats: FoldStats, report: PassReport, *, rows: tuple[Any, int] | None, scheduler: Any
+    ) -> Any:
         """Choose the model from ``stats``, refit it and set the fitted attributes (:func:`.selecting.select_model`).
 
         ``rows`` (source, first row): the rows of the pass, for the metric pass of ``scoring``.
@@ -438,7 +430,7 @@ class StreamRidgeBase(EstimatorParams):
         fitted = select_model(
             stats, self._spec, config_of(self, self.alphas, self._balanced()), classifier=self._classifier,
             y_1d=self._y_1d, fit_intercept=self.fit_intercept, scoring=self.scoring, rescore=self.rescore,
-            nested=self.nested, rows=rows, scheduler=self._scheduler(), progress=self.progress,
+            nested=self.nested, rows=rows, scheduler=scheduler, progress=self.progress,
             partition_rows=self.chunk_rows,
         )  # fmt: skip
         for name in (*CHOICE_ATTRS, *METRIC_ATTRS, *NESTED_ATTRS):
