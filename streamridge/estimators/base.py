@@ -103,6 +103,21 @@ def _slice_rows(src: Any, start: int, stop: int) -> Any:
     return type(src)(**{**vars(src), **sl})
 
 
+def _candidate_maps(spec: PassSpec) -> list[Any] | None:
+    """The candidate maps of a pass (None: one map or none)."""
+    from streamridge.datapass.candidates import is_candidates
+
+    return list(spec.features.candidates) if is_candidates(spec.features) else None
+
+
+def _model_width(features: Any) -> int:
+    """Features of a model of the map: for candidate maps, the narrowest candidate's (prefixes must fit every one)."""
+    fmaps = getattr(features, "candidates", None)
+    if fmaps is None:
+        return int(features.n_features_out_)
+    return min(int(m.n_features_out_) for m in fmaps)
+
+
 def _stateful(spec: PassSpec) -> bool:
     """Whether the pass runs a stateful feature map (its statistics record their series' rows)."""
     return spec.features is not None and bool(spec.features.stateful)
@@ -244,6 +259,9 @@ class StreamRidgeBase(EstimatorParams):
 
     def _fit_pass(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport) -> Any:
         stats = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report)
+        self.__dict__.pop("candidates_", None)  # of an earlier fit
+        if isinstance(stats, list):  # candidate feature maps: one chosen with lambda
+            stats = self._choose_candidate(stats)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
             # leave-one-group-out: new series add folds; a stateful map ran on from the last call's state
@@ -292,6 +310,7 @@ class StreamRidgeBase(EstimatorParams):
     ) -> FoldStats:
         """Validate the input, fix folds/classes on the first call and accumulate statistics."""
         self._check_params()
+        self._check_candidates(partial=partial, shard=shard)
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
         if src.shape("y") is None:
@@ -317,7 +336,7 @@ class StreamRidgeBase(EstimatorParams):
             features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
                 src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
-            n_model = src.n_features() if features is None else int(features.n_features_out_)
+            n_model = src.n_features() if features is None else _model_width(features)
             if not shard:  # statistics only (a shard): no model is selected from them here
                 self._check_selection(None if partial else scheme, None if labels is None else len(labels), n_model)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features, open_end=partial)
@@ -354,19 +373,24 @@ class StreamRidgeBase(EstimatorParams):
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=False, batch=True))
         if not partial:
             self._pass_source = (src, offset)  # for the metric pass (scoring=); dropped after the fit
-        meta = self._meta(src)
-        meta["row_ranges"] = [[offset, offset + src.n_rows()]]
+        meta: dict[str, Any] = {"row_ranges": [[offset, offset + src.n_rows()]]}
         if _stateful(self._spec):
             from streamridge.estimators.mapped import series_spans
 
             meta["series_spans"] = series_spans(src, offset) if spans is None else spans
+        candidates = _candidate_maps(self._spec)
         with warnings.catch_warnings():
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
-            return accumulate(
-                src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress, meta=meta, report=report,
+            result = accumulate(
+                src, self._spec, row_offset=offset, scheduler=self._scheduler(), progress=self.progress,
+                meta=meta if candidates else {**self._meta(src), **meta}, report=report,
                 checkpoint=None if partial else self.checkpoint, partition_rows=self.chunk_rows,
             )
+        for stats, fmap in zip(result if candidates else (), candidates or ()):  # each names its own map
+            spec = dataclasses.replace(self._spec, features=fmap)
+            stats.meta.update(self._meta(src, spec))
+        return result  # type: ignore[no-any-return]
 
     # fmt: on
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
@@ -391,10 +415,39 @@ class StreamRidgeBase(EstimatorParams):
         shape = src.shape("y")
         return 1 if len(shape) == 1 else int(shape[1])
 
-    def _meta(self, src: Any) -> dict[str, Any]:
-        """Metadata of the pass's statistics (:func:`.stats_meta.pass_meta`)."""
-        labels = self._labels if self._spec.classes is not None else None
-        return pass_meta(self._spec, src, labels=labels, classifier=self._classifier, y_1d=self._y_1d)
+    def _meta(self, src: Any, spec: PassSpec | None = None) -> dict[str, Any]:
+        """Metadata of the pass's statistics (:func:`.stats_meta.pass_meta`) of ``spec`` (default: this fit's)."""
+        spec = self._spec if spec is None else spec
+        labels = self._labels if spec.classes is not None else None
+        return pass_meta(spec, src, labels=labels, classifier=self._classifier, y_1d=self._y_1d)
+
+    def _check_candidates(self, *, partial: bool, shard: bool) -> None:
+        """Refuse, before any pass, what candidate feature maps (``features`` a list) cannot do."""
+        if not isinstance(self.features, (list, tuple)):
+            return
+        refused = (
+            (partial, "partial_fit", "fit with all rows"),
+            (shard, "compute_stats", "compute the statistics of one map (a fit's chosen features_)"),
+            (self.nested, "nested=True", "drop nested, or nest the fit of one map"),
+            (self.scoring is not None, "scoring=", "drop scoring; the candidates are chosen by squared error"),
+            (self.checkpoint is not None, "checkpoint=", "drop checkpoint"),
+        )
+        for on, what, fix in refused:
+            if on:
+                raise ParameterError(f"{what} cannot be used with a list of candidate feature maps; {fix}")
+
+    def _choose_candidate(self, stats: list[FoldStats]) -> FoldStats:
+        """The chosen candidate's statistics; sets ``features_``, ``feature_names_``, ``candidates_`` and the spec."""
+        from streamridge.estimators.selecting import select_candidate
+
+        best, table = select_candidate(
+            stats, self._spec, config_of(self, self.alphas, self._balanced()), classifier=self._classifier
+        )
+        self.features_ = self._spec.features.candidates[best]
+        self.feature_names_ = self.features_.get_feature_names_out()
+        self._spec = dataclasses.replace(self._spec, features=self.features_)
+        self.candidates_ = table
+        return stats[best]
 
     def fit_stats(self, stats: FoldStats) -> Any:
         """Model selection and final fit from precomputed statistics (no pass over rows).

@@ -125,7 +125,7 @@ def _scheduler(value: Any) -> bool:
 
 
 def _features(value: Any) -> None:
-    """None or a feature map of :mod:`streamridge.features` with valid parameters."""
+    """None, a feature map of :mod:`streamridge.features` or a list of candidate maps, with valid parameters."""
     if value is None:
         return
     from streamridge.estimators.mapped import check_map  # scikit-learn's transformers: imported with a map
