@@ -82,7 +82,7 @@ def check_stats_memory(
         + (f" x {C} classes" if C > 1 else "")
         + _widths(widths)
         + (f" x {T} targets" if T > 1 and C == 1 else "")
-        + ("" if mapped_by is None else f" (the features of the map {mapped_by})")
+        + ("" if mapped_by is None or len(widths) > 1 else f" (the features of the map {mapped_by})")
     )
     if C > 1:
         fix = "check that y holds class labels (not a continuous target) or merge rare classes"
