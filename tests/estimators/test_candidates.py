@@ -74,14 +74,21 @@ def test_prefixes_chosen_per_candidate(data):
 def test_grid_keeps_seeds_equal_and_orders_last_fastest():
     maps = EchoStateNetwork.grid(spectral_radius=[0.7, 0.9], leak_rate=[0.1, 0.3, 1.0], n_units=50)
     assert len(maps) == 6
-    assert [(m.spectral_radius, m.leak_rate) for m in maps][:4] == [(0.7, 0.1), (0.7, 0.3), (0.7, 1.0), (0.9, 0.1)]
+    assert [(m.spectral_radius, m.leak_rate) for m in maps][:4] == [
+        (0.7, 0.1),
+        (0.7, 0.3),
+        (0.7, 1.0),
+        (0.9, 0.1),
+    ]
     assert {m.seed for m in maps} == {0} and {m.n_units for m in maps} == {50}
 
 
 def test_grid_refuses_unknown_and_empty():
-    with pytest.raises(ParameterError, match="EchoStateNetwork.grid: unknown parameter 'radius'"):
+    with pytest.raises(ParameterError, match=r"EchoStateNetwork\.grid: unknown parameter 'radius'"):
         EchoStateNetwork.grid(radius=[0.5])
-    with pytest.raises(ParameterError, match="EchoStateNetwork.grid: leak_rate has no values; give at least one"):
+    with pytest.raises(
+        ParameterError, match=r"EchoStateNetwork\.grid: leak_rate has no values; give at least one"
+    ):
         EchoStateNetwork.grid(leak_rate=[])
 
 
@@ -94,14 +101,20 @@ def test_candidates_with_different_washouts_are_refused(data):
 
 @pytest.mark.parametrize(
     ("kw", "what"),
-    [({"nested": True}, "nested=True"), ({"scoring": "r2"}, "scoring="), ({"checkpoint": "ck"}, "checkpoint=")],
+    [
+        ({"nested": True}, "nested=True"),
+        ({"scoring": "r2"}, "scoring="),
+        ({"checkpoint": "ck"}, "checkpoint="),
+    ],
 )
 def test_options_refused_with_candidates(kw, what, data, tmp_path):
     X, y, g = data
     maps = RandomHidden.grid(n_units=[4, 6])
     with pytest.raises(ParameterError, match=f"{what} cannot be used with a list of candidate feature maps"):
         sr.StreamRidgeCV(cv="groups", features=maps, **kw).fit(X, y, groups=g)
-    with pytest.raises(ParameterError, match="partial_fit cannot be used with a list of candidate feature maps"):
+    with pytest.raises(
+        ParameterError, match="partial_fit cannot be used with a list of candidate feature maps"
+    ):
         sr.StreamRidgeCV(cv="groups", features=maps).partial_fit(X, y, groups=g)
 
 
@@ -117,3 +130,40 @@ def test_memory_check_counts_every_candidate(data, monkeypatch):
     assert "the statistics of 6 folds x 1500 features for each of 2 candidate maps" in msg
     assert "candidate maps take 0.2 GB per copy" in msg  # 216,288,384 bytes
     assert msg.endswith("use fewer or smaller candidate feature maps, or fewer folds")
+
+
+def test_candidates_saved_shown_and_checked(data, tmp_path, capsys):
+    import json
+
+    from streamridge import cli
+    from streamridge.io.model_file import load_model, read_model, save_model
+
+    X, y, g = data
+    maps = RandomHidden.grid(n_units=[8, 15], activation=["tanh", "relu"])
+    est = sr.StreamRidgeCV(cv="groups", features=maps, chunk_rows=53).fit(X, y, groups=g)
+    path = tmp_path / "m.npz"
+    save_model(est, path)
+    back = load_model(path)
+    assert back.candidates_ == est.candidates_
+    np.testing.assert_array_equal(back.predict(X, groups=g), est.predict(X, groups=g))
+    assert cli.main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "candidates  4 feature maps in one pass; * chosen, + within 1 SE of it" in out
+    best = next(r for r in est.candidates_ if r["chosen"])
+    line = f"activation={best['params']['activation']} n_units={best['params']['n_units']}"
+    assert any(row.strip().startswith(f"* {line}") for row in out.splitlines())
+    assert "activation: 'tanh'" not in out and "activation: tanh -> " in out
+    report = tmp_path / "r.html"
+    assert cli.main(["report", str(path), "--out", str(report)]) == 0
+    assert "Candidate feature maps" in report.read_text() and "within 1 SE" in report.read_text()
+    header, _ = read_model(path)
+    rows = [dict(r, chosen=True) for r in header["candidates"]]
+    with np.load(path, allow_pickle=False) as z:
+        content = {k: np.array(z[k]) for k in z.files}
+    doc = json.loads(bytes(content["header_json"]).decode())
+    doc["candidates"] = rows
+    content["header_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **content)
+    with pytest.raises(Exception, match="candidates exactly one candidate must be chosen"):
+        load_model(bad)
