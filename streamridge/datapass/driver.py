@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamridge.datapass import executors
+from streamridge.datapass.candidates import candidate_stats_kernel, is_candidates
 from streamridge.datapass.layouts import Lanes, Partitions, pass_layout, plan_tasks, x_shape
 from streamridge.datapass.scheduling import describe, open_scheduler, pass_session
 from streamridge.datapass.spec import PassSpec
 from streamridge.datapass.stats_kernel import StatsKernel
-from streamridge.errors import SchedulerError, SourceError
-from streamridge.stats.foldstats import FoldStats
+from streamridge.errors import ParameterError, SchedulerError, SourceError
 
 Progress = bool | Callable[[int], None]
 
@@ -213,7 +213,7 @@ def accumulate(
     window: int | None = None,
     memory_budget: int | None = None,
     partition_rows: int | None = None,
-) -> FoldStats:
+) -> Any:
     """The statistics pass: per (fold, class) :class:`FoldStats` of the rows of ``source``.
 
     :func:`run_pass` with a :class:`~streamridge.datapass.stats_kernel.StatsKernel`, in
@@ -233,12 +233,21 @@ def accumulate(
 
     Returns
     -------
-    FoldStats
-        ``report.extra["features_state"]``: a stateful map's state after the last row.
+    FoldStats, or a list of them
+        One per candidate where ``spec.features`` is a set of candidate maps
+        (:class:`~streamridge.datapass.candidates.CandidatesKernel`: every chunk read once
+        for all of them); ``report.extra["features_state"]``: a stateful map's state after
+        the last row (a tuple of them for candidates).
     """
-    kernel = StatsKernel(spec, _width(source, spec))
+    width = _width(source, spec)
+    candidates = is_candidates(spec.features)
+    if candidates and checkpoint is not None:
+        raise ParameterError(
+            "a checkpoint holds the statistics of one feature map; fit candidate maps without checkpoint"
+        )
+    kernel = candidate_stats_kernel(spec) if candidates else StatsKernel(spec, width)
     layout = pass_layout(spec, partition_rows=partition_rows, memory_budget=memory_budget, statistics=True)
-    stats: FoldStats = run_pass(
+    result = run_pass(
         source,
         kernel,
         layout,
@@ -250,13 +259,15 @@ def accumulate(
         progress=progress,
         report=report,
     )
-    state = getattr(stats, "features_state", None)
-    if report is not None and state is not None:
-        report.extra["features_state"] = state
-    stats.meta.update(meta or {})
-    stats.meta.pop("checkpoint", None)
-    stats.meta["rows_seen"] = row_offset + x_shape(source)[0]
-    return stats
+    every = result if candidates else [result]
+    states = [getattr(stats, "features_state", None) for stats in every]
+    if report is not None and any(state is not None for state in states):
+        report.extra["features_state"] = tuple(states) if candidates else states[0]
+    for stats in every:
+        stats.meta.update(meta or {})
+        stats.meta.pop("checkpoint", None)
+        stats.meta["rows_seen"] = row_offset + x_shape(source)[0]
+    return result  # type: ignore[no-any-return]
 
 
 def _width(source: Any, spec: PassSpec) -> int:

@@ -30,7 +30,13 @@ from streamridge.datapass.scheduling import pass_session
 from streamridge.datapass.spec import PassSpec
 from streamridge.errors import FoldError, InputError, ParameterError
 from streamridge.estimators import validation
-from streamridge.estimators.params import SCORING_NEEDS_ROWS, EstimatorParams, check_selection
+from streamridge.estimators.params import (
+    SCORING_NEEDS_ROWS,
+    EstimatorParams,
+    check_candidates,
+    check_selection,
+)
+from streamridge.estimators.predicting import LinearOutputs
 from streamridge.estimators.selecting import NESTED_ATTRS, select_model
 from streamridge.estimators.stats_meta import pass_meta, read_stats_meta
 from streamridge.estimators.validation import check_distinct_labels as _check_distinct_labels
@@ -62,32 +68,6 @@ def _check_folds(stats: FoldStats, partial: bool) -> None:
         )
 
 
-AFFINE_TILE_BYTES = 2**20  # float64 rows converted at a time by _affine (they stay in cache for the product)
-
-
-def _affine(X: Any, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    """``X @ coef.T + intercept`` in float64: (m, outputs).
-
-    Rows of another dtype are converted a tile of ``AFFINE_TILE_BYTES`` at a
-    time into one buffer: no float64 copy of the whole block (4x faster for
-    50,000 x 200 float32 rows, the same products row by row).
-    """
-    X = np.asarray(X)
-    coef = np.asarray(coef, dtype=np.float64)
-    if X.dtype == np.float64 or X.ndim != 2 or X.shape[0] == 0:
-        return np.asarray(X, dtype=np.float64) @ coef.T + intercept
-    m, n = X.shape
-    step = max(1, AFFINE_TILE_BYTES // (8 * max(n, 1)))
-    out = np.empty((m, coef.shape[0]))
-    tile = np.empty((min(step, m), n))
-    for s in range(0, m, step):
-        e = min(m, s + step)
-        np.copyto(tile[: e - s], X[s:e])
-        np.matmul(tile[: e - s], coef.T, out=out[s:e])
-    out += intercept
-    return out
-
-
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
     """The same source restricted to rows [start, stop)."""
 
@@ -103,12 +83,27 @@ def _slice_rows(src: Any, start: int, stop: int) -> Any:
     return type(src)(**{**vars(src), **sl})
 
 
+def _candidate_maps(spec: PassSpec) -> list[Any] | None:
+    """The candidate maps of a pass (None: one map or none)."""
+    from streamridge.datapass.candidates import is_candidates
+
+    return list(spec.features.candidates) if is_candidates(spec.features) else None
+
+
+def _model_width(features: Any) -> int:
+    """Features of a model of the map: for candidate maps, the narrowest candidate's (prefixes must fit every one)."""
+    fmaps = getattr(features, "candidates", None)
+    if fmaps is None:
+        return int(features.n_features_out_)
+    return min(int(m.n_features_out_) for m in fmaps)
+
+
 def _stateful(spec: PassSpec) -> bool:
     """Whether the pass runs a stateful feature map (its statistics record their series' rows)."""
     return spec.features is not None and bool(spec.features.stateful)
 
 
-class StreamRidgeBase(EstimatorParams):
+class StreamRidgeBase(LinearOutputs, EstimatorParams):
     """Shared fit/partial_fit/solve logic of the regressor and the classifier.
 
     ``get_params`` / ``set_params`` are those of the scikit-learn-free classes
@@ -240,6 +235,9 @@ class StreamRidgeBase(EstimatorParams):
 
     def _fit_pass(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any, *, partial: bool, report: PassReport, scheduler: Any) -> Any:
         stats, rows = self._run_pass(X, y, groups, sample_weight, classes, partial=partial, report=report, scheduler=scheduler)
+        self.__dict__.pop("candidates_", None)  # of an earlier fit
+        if isinstance(stats, list):  # candidate feature maps: one chosen with lambda
+            stats = self._choose_candidate(stats)
         self._features_state = report.extra.get("features_state")  # a series continued by the next partial_fit
         if partial and hasattr(self, "stats_"):
             # leave-one-group-out: new series add folds; a stateful map ran on from the last call's state
@@ -288,6 +286,7 @@ class StreamRidgeBase(EstimatorParams):
         pass (``scoring``) reads those rows again.
         """
         self._check_params()
+        check_candidates(self.features, partial=partial, shard=shard, nested=self.nested, scoring=self.scoring, checkpoint=self.checkpoint)
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
         if src.shape("y") is None:
@@ -313,7 +312,7 @@ class StreamRidgeBase(EstimatorParams):
             features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
                 src = with_folds(src, scheme, fold_ids, series=features is not None and features.stateful)
-            n_model = src.n_features() if features is None else int(features.n_features_out_)
+            n_model = src.n_features() if features is None else _model_width(features)
             if not shard:  # statistics only (a shard): no model is selected from them here
                 self._check_selection(None if partial else scheme, None if labels is None else len(labels), n_model)
             self._spec = PassSpec(scheme, labels, n_targets, bool(self.skip_nonfinite), features, open_end=partial)
@@ -348,20 +347,24 @@ class StreamRidgeBase(EstimatorParams):
             offset = start
             if self._spec.scheme.kind == "logo":  # a shard's folds are its own series; shards merge by group id
                 self._spec = dataclasses.replace(self._spec, scheme=self._rule_scheme(src, partial=False, batch=True))
-        meta = self._meta(src)
-        meta["row_ranges"] = [[offset, offset + src.n_rows()]]
+        meta: dict[str, Any] = {"row_ranges": [[offset, offset + src.n_rows()]]}
         if _stateful(self._spec):
             from streamridge.estimators.mapped import series_spans
 
             meta["series_spans"] = series_spans(src, offset) if spans is None else spans
+        candidates = _candidate_maps(self._spec)
         with warnings.catch_warnings():
             # float64 overflow of the co-moments is reported by the solve stage as one ScaleError line
             warnings.filterwarnings("ignore", r"(overflow|invalid value|underflow) encountered", RuntimeWarning)
-            stats = accumulate(
-                src, self._spec, row_offset=offset, scheduler=scheduler, progress=self.progress, meta=meta, report=report,
+            result = accumulate(
+                src, self._spec, row_offset=offset, scheduler=scheduler, progress=self.progress,
+                meta=meta if candidates else {**self._meta(src), **meta}, report=report,
                 checkpoint=None if partial else self.checkpoint, partition_rows=self.chunk_rows,
             )
-        return stats, (src, offset)
+        for stats, fmap in zip(result if candidates else (), candidates or ()):  # each names its own map
+            spec = dataclasses.replace(self._spec, features=fmap)
+            stats.meta.update(self._meta(src, spec))
+        return result, (src, offset)
 
     # fmt: on
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
@@ -382,10 +385,24 @@ class StreamRidgeBase(EstimatorParams):
         shape = src.shape("y")
         return 1 if len(shape) == 1 else int(shape[1])
 
-    def _meta(self, src: Any) -> dict[str, Any]:
-        """Metadata of the pass's statistics (:func:`.stats_meta.pass_meta`)."""
-        labels = self._labels if self._spec.classes is not None else None
-        return pass_meta(self._spec, src, labels=labels, classifier=self._classifier, y_1d=self._y_1d)
+    def _meta(self, src: Any, spec: PassSpec | None = None) -> dict[str, Any]:
+        """Metadata of the pass's statistics (:func:`.stats_meta.pass_meta`) of ``spec`` (default: this fit's)."""
+        spec = self._spec if spec is None else spec
+        labels = self._labels if spec.classes is not None else None
+        return pass_meta(spec, src, labels=labels, classifier=self._classifier, y_1d=self._y_1d)
+
+    def _choose_candidate(self, stats: list[FoldStats]) -> FoldStats:
+        """The chosen candidate's statistics; sets ``features_``, ``feature_names_``, ``candidates_`` and the spec."""
+        from streamridge.estimators.selecting import select_candidate
+
+        best, table = select_candidate(
+            stats, self._spec, config_of(self, self.alphas, self._balanced()), classifier=self._classifier
+        )
+        self.features_ = self._spec.features.candidates[best]
+        self.feature_names_ = self.features_.get_feature_names_out()
+        self._spec = dataclasses.replace(self._spec, features=self.features_)
+        self.candidates_ = table
+        return stats[best]
 
     def fit_stats(self, stats: FoldStats) -> Any:
         """Model selection and final fit from precomputed statistics (no pass over rows).
@@ -448,28 +465,3 @@ class StreamRidgeBase(EstimatorParams):
         if fitted.metric_s:
             self.timings_["metric_pass_s"] = fitted.metric_s
         return self
-
-    def _linear(self, X: Any, groups: Any = None) -> Any:
-        """The linear model of raw inputs (through ``features_`` when fitted with a map): (m, outputs) float64."""
-        self._check_fitted()
-        lazy = _is_lazy(X) and not isinstance(X, str)
-        coef, b = np.atleast_2d(self.coef_), np.atleast_1d(self.intercept_)  # the tasks hold these, not self
-        if getattr(self, "features_", None) is not None:  # raw inputs -> features (dask X: chunk by chunk)
-            from streamridge.estimators.mapped import mapped_input
-
-            F = mapped_input(self.features_, X if lazy else self._validate_X(X, reset=False), groups)
-            if not hasattr(F, "dask"):
-                return F @ coef.T + b
-            return F.map_blocks(
-                lambda a: a @ coef.T + b, dtype=np.float64, chunks=(F.chunks[0], (coef.shape[0],))
-            )
-        if lazy:
-            validation.check_n_features(X.shape[1], self.n_features_in_, self._model_name)
-            return X.map_blocks(
-                lambda a: _affine(a, coef, b), dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],))
-            )
-        return self._linear_rows(self._validate_X(X, reset=False))
-
-    def _linear_rows(self, X: np.ndarray) -> np.ndarray:
-        """The linear model of rows already checked, without a feature map: (m, outputs) float64."""
-        return _affine(X, np.atleast_2d(self.coef_), np.atleast_1d(self.intercept_))

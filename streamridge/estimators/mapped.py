@@ -13,8 +13,19 @@ from streamridge.features._base import FeatureMap
 
 
 def check_map(features: Any) -> None:
-    """Raise ParameterError unless ``features`` is None or a FeatureMap with valid parameters."""
+    """Raise ParameterError unless ``features`` is None, a FeatureMap or a non-empty list of candidate maps,
+    with valid parameters."""
     if features is None:
+        return
+    if isinstance(features, (list, tuple)):
+        if not features or not all(isinstance(m, FeatureMap) for m in features):
+            raise ParameterError(
+                "features as a list must hold candidate feature maps from streamridge.features "
+                f"(e.g. EchoStateNetwork.grid(spectral_radius=[0.8, 0.9])); got features={features!r}"
+            )
+        from streamridge.features._candidates import Candidates
+
+        Candidates(list(features))._check_params()
         return
     if not isinstance(features, FeatureMap):
         raise ParameterError(
@@ -24,12 +35,15 @@ def check_map(features: Any) -> None:
     features._check_params()
 
 
-def declared_width(features: FeatureMap, n_features_in: int) -> tuple[int, str]:
+def declared_width(features: Any, n_features_in: int) -> tuple[int | list[int], str]:
     """Output width of ``features`` for ``n_features_in`` inputs and a label naming the map, before it is fitted.
 
     The width comes from the parameters alone (:meth:`FeatureMap.footprint`): nothing is drawn or built,
-    so the statistics' memory check can run on it first.
+    so the statistics' memory check can run on it first.  A list of candidate maps: every candidate's width.
     """
+    if isinstance(features, (list, tuple)):
+        widths = [declared_width(m, n_features_in)[0] for m in features]
+        return [int(w) for w in widths], f"{len(features)} candidate maps"  # type: ignore[arg-type]
     if hasattr(features, "n_features_in_"):
         return int(features.n_features_out_), features.name
     features._check_params()
@@ -37,11 +51,16 @@ def declared_width(features: FeatureMap, n_features_in: int) -> tuple[int, str]:
     return fp.width, fp.label
 
 
-def fit_map(features: FeatureMap, X: Any, groups: Any = None) -> FeatureMap:
+def fit_map(features: Any, X: Any, groups: Any = None) -> FeatureMap:
     """A fitted copy of ``features`` for the (dask) input X; a fitted map is copied as is.
 
-    Maps that sample basis rows read X once (a light pass over the rows).
+    Maps that sample basis rows read X once (a light pass over the rows).  A list of
+    candidate maps gives their fitted copies as one :class:`~streamridge.features._candidates.Candidates`.
     """
+    if isinstance(features, (list, tuple)):
+        from streamridge.features._candidates import fitted_candidates
+
+        return fitted_candidates([fit_map(m, X, groups) for m in features], int(X.shape[1]))
     if hasattr(features, "n_features_in_"):
         fmap = copy.deepcopy(features)
         fmap.check_width(int(X.shape[1]))

@@ -125,7 +125,7 @@ def _scheduler(value: Any) -> bool:
 
 
 def _features(value: Any) -> None:
-    """None or a feature map of :mod:`streamridge.features` with valid parameters."""
+    """None, a feature map of :mod:`streamridge.features` or a list of candidate maps, with valid parameters."""
     if value is None:
         return
     from streamridge.estimators.mapped import check_map  # scikit-learn's transformers: imported with a map
@@ -370,3 +370,19 @@ def check_selection(
         from streamridge.selection.prefixes import check_prefixes
 
         check_prefixes(params["feature_prefixes"], n_features)
+
+
+def check_candidates(features: Any, *, partial: bool, shard: bool, nested: bool, scoring: Any, checkpoint: Any) -> None:
+    """Refuse, before any pass, what candidate feature maps (``features`` a list) cannot do."""
+    if not isinstance(features, (list, tuple)):
+        return
+    refused = (
+        (partial, "partial_fit", "fit with all rows"),
+        (shard, "compute_stats", "compute the statistics of one map (a fit's chosen features_)"),
+        (nested, "nested=True", "drop nested, or nest the fit of one map"),
+        (scoring is not None, "scoring=", "drop scoring; the candidates are chosen by squared error"),
+        (checkpoint is not None, "checkpoint=", "drop checkpoint"),
+    )
+    for on, what, fix in refused:
+        if on:
+            raise ParameterError(f"{what} cannot be used with a list of candidate feature maps; {fix}")

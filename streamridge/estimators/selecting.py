@@ -184,6 +184,57 @@ def _check_weights(stats: FoldStats, *, classifier: bool) -> None:
         )
 
 
+def model_forms(stats: FoldStats, spec: PassSpec, config: SelectionConfig) -> tuple[Any, FullForm]:
+    """The per-fold forms and the training form of all rows that the model is selected from.
+
+    Raises
+    ------
+    ParameterError
+        ``alpha_rule='1se'`` with fewer than 2 validated folds.
+    """
+    fi, std, bal = config.fit_intercept, config.standardize, config.balanced
+    forms = build_forms(
+        stats,
+        fit_intercept=fi,
+        standardize=std,
+        balanced=bal,
+        train_only=spec.scheme.train_only,
+        forward=spec.scheme.forward,
+    )
+    if config.one_se and forms.n_folds < 2:
+        raise ParameterError(
+            "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
+        )
+    return forms, build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
+
+
+def select_candidate(
+    stats: list[FoldStats], spec: PassSpec, config: SelectionConfig, *, classifier: bool
+) -> tuple[int, list[dict[str, Any]]]:
+    """The candidate map chosen with lambda by CV (:mod:`streamridge.model_selection.candidates`) and ``candidates_``.
+
+    ``spec.features`` holds the candidates, ``stats`` their statistics in the same order.
+    """
+    from streamridge.model_selection.candidates import candidates_table, choose_candidate
+
+    for s in stats:
+        _check_weights(s, classifier=classifier)
+    result = choose_candidate(stats, lambda s: model_forms(s, spec, config), config)
+    params = [candidate_params(m) for m in spec.features.candidates]
+    return result.best, candidates_table(result, params)
+
+
+def candidate_params(fmap: Any) -> dict[str, Any]:
+    """A candidate map's name and its JSON-able scalar parameters (given arrays left out)."""
+    out: dict[str, Any] = {"map": fmap.name}
+    for name, v in fmap.get_params(deep=False).items():
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out[name] = v
+        elif isinstance(v, np.generic):
+            out[name] = v.item()
+    return out
+
+
 def select_model(
     stats: FoldStats,
     spec: PassSpec,
@@ -223,21 +274,7 @@ def select_model(
             if on:
                 raise ParameterError(NOT_WITH_SPLITS.format(what, name))
     _check_weights(stats, classifier=classifier)
-    fi, std, bal = config.fit_intercept, config.standardize, config.balanced
-    scheme = spec.scheme
-    forms = build_forms(
-        stats,
-        fit_intercept=fi,
-        standardize=std,
-        balanced=bal,
-        train_only=scheme.train_only,
-        forward=scheme.forward,
-    )
-    if config.one_se and forms.n_folds < 2:
-        raise ParameterError(
-            "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
-        )
-    full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
+    forms, full = model_forms(stats, spec, config)
     choice = model_choice.choose_model(
         forms, full, config
     )  # looked up when called: one function for all callers

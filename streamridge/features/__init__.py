@@ -7,6 +7,7 @@
 ``Distances``          distances to sampled or given reference points
 ``Delays``             time-delay embedding within each series (stateful)
 ``Concat``             several maps side by side
+``Candidates``         candidate maps run in one pass, each its own model (``FeatureMap.grid``)
 ``Pipeline``           maps in sequence
 =====================  =====================================================================
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the maps import scikit-learn: loaded on first use, so `info` and `--help` stay light
     from streamridge.features._base import FeatureMap, check_features, fitted_problem, sample_rows
+    from streamridge.features._candidates import Candidates
     from streamridge.features._compose import Concat, Pipeline
     from streamridge.features._delays import Delays
     from streamridge.features._kernel import Distances, Nystroem
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # the maps import scikit-learn: loaded on first use, so `info
     from streamridge.features._reservoir import EchoStateNetwork
 
 _LAZY = {
+    "Candidates": "streamridge.features._candidates",
     "Concat": "streamridge.features._compose",
     "Delays": "streamridge.features._delays",
     "Distances": "streamridge.features._kernel",
@@ -71,6 +74,7 @@ _LAZY = {
 
 __all__ = [
     "MAPS",
+    "Candidates",
     "Concat",
     "Delays",
     "Distances",

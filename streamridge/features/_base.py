@@ -81,6 +81,18 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     (booleans are ``bool`` only, integers never a float), checked by :func:`param_error`.
     """
 
+    @classmethod
+    def grid(cls, **lists: Any) -> list[FeatureMap]:
+        """Candidate maps, one per combination of the values given as lists (``features=`` of a fit).
+
+        ``EchoStateNetwork.grid(spectral_radius=[0.7, 0.9], leak_rate=[0.1, 0.3], n_units=200)``
+        is four maps of 200 units; a value that is not a list is every candidate's; the last
+        parameter varies fastest; parameters not given (the seed included) keep their defaults.
+        """
+        from streamridge.features._candidates import grid
+
+        return grid(cls, lists)
+
     # ---------------------------------------------------------------- fitting
     @property
     def n_sample(self) -> int:

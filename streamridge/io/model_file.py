@@ -225,6 +225,7 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     best = getattr(estimator, "selection_best_step_", None)
     header["selection_best_step"] = None if best is None else int(best)
     header["nested_summary"] = json_safe(getattr(estimator, "nested_summary_", None))
+    header["candidates"] = json_safe(getattr(estimator, "candidates_", None))
     from streamridge.model_selection.scoring import (
         score_summary,  # the metric pass's modules (scipy): not for `streamridge info`
     )
@@ -406,6 +407,8 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], *, core: bool 
     if header.get("has_stats"):
         parts = {a: arrays[f"stats_{a}"] for a in _STATS_ARRAYS}
         est.stats_ = FoldStats(**parts, meta=dict(header.get("stats_meta") or {}))
+    if header.get("candidates") is not None:
+        est.candidates_ = header["candidates"]
     if "nested_cv_errors" in arrays and header.get("nested_summary") is not None:
         est.nested_cv_errors_ = arrays["nested_cv_errors"]
         est.nested_summary_ = header["nested_summary"]

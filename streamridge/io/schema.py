@@ -95,6 +95,30 @@ def _scheme(v: Any) -> str | None:
     return None
 
 
+_CANDIDATE_KEYS = {"params", "alpha", "cv_error", "std_error", "within_1se", "chosen"}
+
+
+def _candidates(v: Any) -> str | None:
+    """None, or one object per candidate map (``candidates_``) with exactly one chosen."""
+    if v is None:
+        return None
+    if not isinstance(v, list) or not v:
+        return f"must be a non-empty list of candidates; got {_kind(v)}"
+    for i, row in enumerate(v):
+        if not isinstance(row, dict) or set(row) != _CANDIDATE_KEYS:
+            return f"candidate {i} must be an object with the keys {sorted(_CANDIDATE_KEYS)}"
+        if not isinstance(row["params"], dict):
+            return f"candidate {i}: params must be an object; got {_kind(row['params'])}"
+        for key in ("cv_error", "std_error"):
+            if isinstance(row[key], bool) or not isinstance(row[key], (int, float)):
+                return f"candidate {i}: {key} must be a number; got {_kind(row[key])}"
+        if not all(isinstance(row[k], bool) for k in ("within_1se", "chosen")):
+            return f"candidate {i}: within_1se and chosen must be true or false"
+    if sum(row["chosen"] for row in v) != 1:
+        return "exactly one candidate must be chosen"
+    return None
+
+
 def _kind(v: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(v), f"{type(v).__name__} {v!r}"[:60])
@@ -139,6 +163,7 @@ _MODEL_FIELDS: dict[str, Check] = {
     "n_model_features": _int(1, MAX_FEATURES),  # coef width when a feature map widens the raw inputs
     "prefixes": _type((dict,), "an object", none=True),
     "nested_summary": _type((dict,), "an object", none=True),
+    "candidates": _candidates,  # candidate feature maps' results (candidates_)
     "score_summary": _type((dict,), "an object", none=True),
 }
 _MODEL_REQUIRED = (

@@ -20,6 +20,7 @@ from streamridge.io.output_kinds import REPORT_GENERATOR as GENERATOR
 from streamridge.report.sections import (
     FIGURE_KEYS,
     Section,
+    candidates_section,
     classes_section,
     coefficients_section,
     lambda_section,
@@ -45,6 +46,7 @@ def build_sections(model: Any, header: dict[str, Any], path: str) -> list[Sectio
     return [
         summary_section(model, header, path),
         lambda_section(model),
+        candidates_section(model),
         targets_section(model),
         nested_section(model),
         selection_section(model),

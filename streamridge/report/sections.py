@@ -229,6 +229,25 @@ def nested_section(model: Any) -> Section:
     return Section("nested", "Nested CV and scores", body)
 
 
+def candidates_section(model: Any) -> Section:
+    """The candidate feature maps: CV error per candidate, and the best per parameter value."""
+    table = getattr(model, "candidates_", None)
+    if not table:
+        return Section("candidates", "Candidate feature maps", "", omitted="fitted with one feature map")
+    from streamridge.model_selection.candidates import per_parameter, varied_params
+
+    names = varied_params([row["params"] for row in table])
+    rows = [
+        [*(row["params"].get(n) for n in names), row["alpha"], _g(row["cv_error"]), _g(row["std_error"]),
+         "yes" if row["within_1se"] else "no", "chosen" if row["chosen"] else ""]
+        for row in table
+    ]  # fmt: skip
+    body = _table([*names, "lambda", "CV error", "std error", "within 1 SE", ""], rows)
+    for name, values in per_parameter(table).items():
+        body += _table([name, "best CV error"], [[v, _g(e)] for v, e in values])
+    return Section("candidates", "Candidate feature maps", body)
+
+
 def selection_section(model: Any) -> Section:
     """Selection path with the feature entering or leaving at every step."""
     from streamridge.report import plot

@@ -111,7 +111,9 @@ def estimator_summary(estimator: Any) -> dict[str, Any]:
     stats: FoldStats | None = getattr(estimator, "stats_", None)
     fold_weight = stats.weight if stats is not None else getattr(estimator, "_fold_weight", None)
     spec = getattr(estimator, "_spec", None)
-    skip = 0 if spec is None else spec.scheme.train_only  # explicit splits: fold 0 may be trained on, never validated
+    skip = (
+        0 if spec is None else spec.scheme.train_only
+    )  # explicit splits: fold 0 may be trained on, never validated
     if fold_weight is not None:
         fold_weight = np.asarray(fold_weight)[skip:]
     y_sumsq = None
@@ -216,6 +218,25 @@ def nested_lines(nested: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def candidate_lines(table: list[dict[str, Any]] | None) -> list[str]:
+    """Lines of the candidate feature maps' results (``candidates_``): each candidate's parameters that vary,
+    lambda and CV error, then per parameter value the best CV error; none without candidates."""
+    if not table:
+        return []
+    from streamridge.model_selection.candidates import per_parameter, varied_params
+
+    names = varied_params([row["params"] for row in table])
+    lines = [f"candidates  {len(table)} feature maps in one pass; * chosen, + within 1 SE of it"]
+    for row in table:
+        mark = "*" if row["chosen"] else "+" if row["within_1se"] else " "
+        params = " ".join(f"{n}={row['params'].get(n)}" for n in names)
+        alpha = row["alpha"] if isinstance(row["alpha"], list) else _g(row["alpha"])
+        lines.append(f"          {mark} {params}  lambda {alpha}  CV SSE {_g(row['cv_error'])}")
+    for name, values in per_parameter(table).items():
+        lines.append(f"            {name}: " + ", ".join(f"{v} -> {_g(e)}" for v, e in values))
+    return lines
+
+
 def score_lines(scores: dict[str, Any] | None) -> list[str]:
     """Lines of a metric summary (:func:`streamridge.model_selection.scoring.score_summary`); none without one."""
     if not scores:
@@ -277,6 +298,7 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if cv:
         lines += _lambda_lines(cv)
         lines += _fold_lines(cv)
+    lines += candidate_lines(header.get("candidates"))
     lines += nested_lines(header.get("nested_summary"))
     lines += score_lines(header.get("score_summary"))
     lines += _path_lines(
@@ -285,7 +307,9 @@ def format_info(header: dict[str, Any], path: str) -> str:
     if header.get("selected_features") is not None:
         lines.append(f"selected    {_short(header['selected_features'])}")
     lines.append(f"statistics  {'embedded (re-selectable)' if header.get('has_stats') else 'not embedded'}")
-    lines.append("more        CV curve per fold, selection path, classes and coefficients as plots in one HTML file:")
+    lines.append(
+        "more        CV curve per fold, selection path, classes and coefficients as plots in one HTML file:"
+    )
     lines.append(f"            streamridge report {path}")
     return "\n".join(lines)
 
@@ -294,7 +318,9 @@ def _features_line(header: dict[str, Any], names: list[str] | None) -> str:
     """``features`` line: the model's features (the map's outputs when a feature map made them)."""
     width = header.get("n_model_features")
     if width is not None and width != header["n_features_in"]:
-        return f"features    {header['n_features_in']} inputs -> {width} mapped" + (f": {_short(names)}" if names else "")
+        return f"features    {header['n_features_in']} inputs -> {width} mapped" + (
+            f": {_short(names)}" if names else ""
+        )
     return f"features    {header['n_features_in']}" + (f": {_short(names)}" if names else "")
 
 
@@ -304,8 +330,14 @@ def _options_lines(params: dict[str, Any], width: int = 100) -> list[str]:
 
     items = [f"{k}={option_text(v)}" for k, v in sorted(params.items()) if v is not None]
     text = "; ".join(items) + " (others None)"
-    return textwrap.wrap(text, width=width, initial_indent="options     ", subsequent_indent=" " * 12,
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent="options     ",
+        subsequent_indent=" " * 12,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def option_text(value: Any) -> str:
@@ -363,5 +395,3 @@ def _path_lines(obj: Any, names: list[str] | None, best: int | None = None) -> l
     if len(steps) > MAX_FOLD_LINES:
         lines.append(f"            ... ({len(steps) - MAX_FOLD_LINES} more steps)")
     return lines
-
-

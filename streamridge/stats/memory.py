@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from streamridge.errors import InputError
@@ -36,7 +38,13 @@ def _gb(n: float) -> str:
 
 
 def check_stats_memory(
-    n_folds: int, n_classes: int, n_features: int, n_targets: int, n_chunks: int = 1, *, mapped_by: str | None = None
+    n_folds: int,
+    n_classes: int,
+    n_features: int | Sequence[int],
+    n_targets: int,
+    n_chunks: int = 1,
+    *,
+    mapped_by: str | None = None,
 ) -> None:
     """Refuse, before the pass, statistics that cannot fit in the memory available now.
 
@@ -46,8 +54,11 @@ def check_stats_memory(
 
     Parameters
     ----------
-    n_folds, n_classes, n_features, n_targets : int
+    n_folds, n_classes, n_targets : int
         Cells and sizes of the statistics (``n_classes=1`` for regression).
+    n_features : int or sequence of int
+        Features of the statistics; a sequence: the widths of candidate feature maps run in
+        one pass, each with statistics of its own (all of them counted).
     n_chunks : int
         Row chunks of the pass.
     mapped_by : str or None
@@ -59,8 +70,9 @@ def check_stats_memory(
     InputError
         One line naming the size, the memory available and the fix.
     """
-    K, C, N, T = n_folds, n_classes, n_features, n_targets
-    one = 8 * K * C * (N * N + N * T + N + 2 * T + 2)
+    K, C, T = n_folds, n_classes, n_targets
+    widths = [int(n_features)] if isinstance(n_features, (int, np.integer)) else [int(n) for n in n_features]
+    one = sum(8 * K * C * (N * N + N * T + N + 2 * T + 2) for N in widths)
     avail = available_memory()
     copies = pass_copies(n_chunks)
     if avail is None or copies * one <= avail:
@@ -68,18 +80,31 @@ def check_stats_memory(
     what = (
         f"{K} folds"
         + (f" x {C} classes" if C > 1 else "")
-        + f" x {N} features"
+        + _widths(widths)
         + (f" x {T} targets" if T > 1 and C == 1 else "")
-        + ("" if mapped_by is None else f" (the features of the map {mapped_by})")
+        + ("" if mapped_by is None or len(widths) > 1 else f" (the features of the map {mapped_by})")
     )
     if C > 1:
         fix = "check that y holds class labels (not a continuous target) or merge rare classes"
     else:
-        fix = "use fewer features or folds" if mapped_by is None else "use a smaller feature map or fewer folds"
+        fix = (
+            "use fewer features or folds" if mapped_by is None else "use a smaller feature map or fewer folds"
+        )
+        if len(widths) > 1:
+            fix = "use fewer or smaller candidate feature maps, or fewer folds"
     raise InputError(
         f"the statistics of {what} take {_gb(one)} per copy and a pass over {n_chunks} chunk(s) holds at least "
         f"{copies} copies ({_gb(copies * one)}), more than the {_gb(avail)} of memory available; {fix}"
     )
+
+
+def _widths(widths: list[int]) -> str:
+    """`` x N features``, or `` x N features for each of G candidate maps`` (a range where they differ)."""
+    if len(widths) == 1:
+        return f" x {widths[0]} features"
+    lo, hi = min(widths), max(widths)
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return f" x {n} features for each of {len(widths)} candidate maps"
 
 
 def check_map_memory(label: str, held: int, peak: int, what: str, param: str) -> None:

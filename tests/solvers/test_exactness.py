@@ -160,15 +160,15 @@ def test_groups_and_blocks_schemes(rng):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32, np.float64])
 @pytest.mark.parametrize("outputs", [1, 3])
 def test_predictions_in_tiles_equal_the_whole_product(rng, monkeypatch, dtype, outputs):
-    """``_affine`` converts rows a tile at a time (predict of float32 blocks); tiles of 5 rows here."""
-    import streamridge.estimators.base as base
+    """``affine`` converts rows a tile at a time (predict of float32 blocks); tiles of 5 rows here."""
+    import streamridge.estimators.predicting as base
 
     N = 7
     monkeypatch.setattr(base, "AFFINE_TILE_BYTES", 8 * N * 5)
     coef, b = rng.standard_normal((outputs, N)), rng.standard_normal(outputs)
     for m in (0, 1, 4, 5, 6, 13, 200):
         X = (rng.standard_normal((m, N)) * 50).astype(dtype)
-        got = base._affine(X, coef, b)
+        got = base.affine(X, coef, b)
         want = np.asarray(X, dtype=np.float64) @ coef.T + b
         assert got.shape == (m, outputs) and got.dtype == np.float64
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)

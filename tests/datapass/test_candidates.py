@@ -1,0 +1,102 @@
+"""Candidate feature maps in one pass: each candidate's statistics are those of a pass with it alone."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import streamridge as sr
+from streamridge.datapass.driver import accumulate
+from streamridge.estimators.mapped import fit_map
+from streamridge.features import EchoStateNetwork, Nystroem, RandomHidden
+from streamridge.features._candidates import fitted_candidates
+from streamridge.sources import open_source
+from streamridge.sources._memory import NumpyReader
+
+STATS = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+CHUNK = 53
+
+
+@pytest.fixture
+def data(rng):
+    """Six series of unequal length, one target."""
+    lengths = [70, 130, 45, 200, 90, 65]
+    X = rng.standard_normal((sum(lengths), 3))
+    g = np.repeat([11, 3, 8, 5, 20, 1], lengths)
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(len(g))
+    return X, y, g
+
+
+def grids():
+    return {
+        "esn": EchoStateNetwork.grid(n_units=12, spectral_radius=[0.5, 0.9], leak_rate=[0.3, 1.0], washout=5),
+        "random_hidden": RandomHidden.grid(n_units=[8, 15], activation=["tanh", "relu"]),
+        "nystroem": Nystroem.grid(n_components=10, gamma=[0.1, 0.5, 2.0]),
+    }
+
+
+def single_passes(maps, X, y, g, scheduler):
+    """Every candidate's statistics from a pass of its own, and the spec of the first."""
+    out, spec = [], None
+    for fmap in maps:
+        est = sr.StreamRidgeCV(cv="groups", features=fmap, chunk_rows=CHUNK, scheduler=scheduler)
+        out.append(est.compute_stats(X, y, groups=g))
+        spec = spec or est._spec
+    return out, spec
+
+
+def candidates_pass(maps, spec, X, y, g, scheduler):
+    fitted = [fit_map(m, X, g) for m in maps]
+    both = dataclasses.replace(spec, features=fitted_candidates(fitted, X.shape[1]))
+    return accumulate(open_source(X, y=y, groups=g, chunk_rows=CHUNK), both, scheduler=scheduler)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+@pytest.mark.parametrize("kind", ["esn", "random_hidden", "nystroem"])
+def test_every_candidate_equals_its_own_pass(kind, scheduler, data):
+    """Lanes (a stateful map): bit for bit.  Partitions (stateless maps) are planned by the size of all
+    candidates' statistics and features, so their blocks are cut otherwise: equal to 1e-12 relative."""
+    X, y, g = data
+    maps = grids()[kind]
+    ref, spec = single_passes(maps, X, y, g, scheduler)
+    got = candidates_pass(maps, spec, X, y, g, scheduler)
+    assert len(got) == len(maps)
+    for a, b in zip(got, ref):
+        assert a.n_features == b.n_features
+        np.testing.assert_array_equal(a.count, b.count)
+        for name in STATS:
+            x, z = getattr(a, name), getattr(b, name)
+            if kind == "esn":
+                np.testing.assert_array_equal(x, z, err_msg=name)
+            else:
+                assert np.abs(x - z).max() <= 1e-12 * np.abs(z).max(), name
+
+
+def test_each_stored_chunk_read_once_for_all_candidates(data, monkeypatch):
+    X, y, g = data
+    maps = grids()["esn"]
+    _, spec = single_passes(maps[:1], X, y, g, "sync")
+    fitted = [fit_map(m, X, g) for m in maps]
+    reads = []
+    original = NumpyReader.read
+
+    def counting(self, start, stop):
+        if self.shape == X.shape:
+            reads.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(NumpyReader, "read", counting)
+
+    def pass_reads(features):
+        reads.clear()
+        src = open_source(X, y=y, groups=g, chunk_rows=CHUNK)
+        accumulate(src, dataclasses.replace(spec, features=features), scheduler="sync")
+        return sorted(reads)
+
+    one = pass_reads(fitted[0])
+    many = pass_reads(fitted_candidates(fitted, X.shape[1]))
+    assert many == one  # the same reads for 4 candidates as for 1
+    assert len(many) == 16  # the 16 chunks of 53 rows cut at the 6 series
+    assert sum(b - a for a, b in many) == X.shape[0]  # every row read once
