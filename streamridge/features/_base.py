@@ -15,6 +15,7 @@ A :class:`FeatureMap` turns raw input rows into feature rows.  It is
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -89,8 +90,6 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         is four maps of 200 units; a value that is not a list is every candidate's; the last
         parameter varies fastest; parameters not given (the seed included) keep their defaults.
         """
-        from streamridge.features._candidates import grid
-
         return grid(cls, lists)
 
     # ---------------------------------------------------------------- fitting
@@ -390,3 +389,32 @@ def _block_sample(block: np.ndarray, start: int, n: int, seed: int) -> tuple[np.
 def uniform(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
     """Uniform(-scale, scale) weights."""
     return rng.uniform(-1.0, 1.0, size=shape) * float(scale)
+
+
+def grid(cls: type[FeatureMap], lists: Mapping[str, Any]) -> list[FeatureMap]:
+    """Maps of class ``cls``, one per combination of the parameter values in ``lists``.
+
+    A list (or tuple) is a parameter's values; any other value is used as it is.
+    Combinations run in the order given, the last parameter's values varying fastest
+    (:func:`itertools.product`).  Parameters not given keep their defaults in every
+    candidate (the seed included: candidates differ only where asked).
+
+    Raises
+    ------
+    ParameterError
+        An unknown parameter, an empty list, or a value its constraints refuse.
+    """
+    known = set(cls().get_params(deep=False))
+    for name, values in lists.items():
+        if name not in known:
+            raise ParameterError(
+                f"{cls.__name__}.grid: unknown parameter {name!r}; valid: {', '.join(sorted(known))}"
+            )
+        if isinstance(values, (list, tuple)) and not values:
+            raise ParameterError(f"{cls.__name__}.grid: {name} has no values; give at least one")
+    names = list(lists)
+    options = [v if isinstance(v, (list, tuple)) else [v] for v in lists.values()]
+    maps = [cls(**dict(zip(names, combo))) for combo in itertools.product(*options)]
+    for m in maps:
+        m._check_params()
+    return maps

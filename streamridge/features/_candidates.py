@@ -10,7 +10,7 @@ together with lambda (:mod:`streamridge.model_selection.candidates`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -78,32 +78,3 @@ def fitted_candidates(maps: Sequence[FeatureMap], n_features_in: int) -> Candida
     out.maps_ = list(maps)
     out.n_features_in_ = int(n_features_in)
     return out
-
-
-def grid(cls: type[FeatureMap], lists: Mapping[str, Any]) -> list[FeatureMap]:
-    """Maps of class ``cls``, one per combination of the parameter values in ``lists``.
-
-    A list (or tuple) is a parameter's values; any other value is used as it is.
-    Combinations run in the order given, the last parameter's values varying fastest
-    (:func:`itertools.product`).  Parameters not given keep their defaults in every
-    candidate (the seed included: candidates differ only where asked).
-
-    Raises
-    ------
-    ParameterError
-        An unknown parameter, an empty list, or a value its constraints refuse.
-    """
-    known = set(cls().get_params(deep=False))
-    for name, values in lists.items():
-        if name not in known:
-            raise ParameterError(
-                f"{cls.__name__}.grid: unknown parameter {name!r}; valid: {', '.join(sorted(known))}"
-            )
-        if isinstance(values, (list, tuple)) and not values:
-            raise ParameterError(f"{cls.__name__}.grid: {name} has no values; give at least one")
-    names = list(lists)
-    options = [v if isinstance(v, (list, tuple)) else [v] for v in lists.values()]
-    maps = [cls(**dict(zip(names, combo))) for combo in itertools.product(*options)]
-    for m in maps:
-        m._check_params()
-    return maps
