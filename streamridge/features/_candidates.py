@@ -17,7 +17,11 @@ import numpy as np
 
 from streamridge.errors import ParameterError
 from streamridge.features._base import FeatureMap
-from streamridge.features._compose import Concat, _fitted, _parts
+from streamridge.features._compose import (  # a set of candidates fits and lists its parts as Concat does
+    Concat,
+    _fitted,
+    _parts,
+)
 
 
 class Candidates(Concat):
