@@ -16,6 +16,8 @@ A features file is JSON or TOML naming a map and its parameters, e.g.
   {"map": "esn", "n_units": 500, "spectral_radius": 0.9, "washout": 100}
   {"map": "pipeline", "maps": [{"map": "delays", "n_delays": 3}, {"map": "random_hidden", "n_units": 200, "direct": true}]}
 TOML:  map = "nystroem"   n_components = 300   kernel = "rbf"
+A list given to a parameter of one value is a grid: one candidate map per combination, chosen with lambda, e.g.
+  {"map": "esn", "n_units": 200, "spectral_radius": [0.7, 0.9, 1.1], "leak_rate": [0.1, 0.3, 1.0]}
 """
 
 
@@ -31,14 +33,25 @@ def _prefix_list(text: str) -> int:
 
 def add_fit_options(p: argparse.ArgumentParser) -> None:
     """``--features FILE`` and ``--prefixes N ...`` of ``fit`` and ``stats``."""
-    p.add_argument("--features", metavar="FILE", help="feature map applied inside the pass (JSON/TOML; see `streamridge features`)")
-    p.add_argument("--prefixes", type=_prefix_list, nargs="+", metavar="N", help="choose the number of leading features too (with --features)")
+    p.add_argument(
+        "--features",
+        metavar="FILE",
+        help="feature map applied inside the pass, or a grid of candidate maps (JSON/TOML; see `streamridge features`)",
+    )
+    p.add_argument(
+        "--prefixes",
+        type=_prefix_list,
+        nargs="+",
+        metavar="N",
+        help="choose the number of leading features too (with --features)",
+    )
 
 
 def add_stats_options(p: argparse.ArgumentParser) -> None:
     """``--features FILE`` of ``stats``: the statistics (and any model fitted from them) carry the fitted map."""
     p.add_argument(
-        "--features", metavar="FILE",
+        "--features",
+        metavar="FILE",
         help="feature map applied inside the pass (JSON/TOML; see `streamridge features`); saved with the statistics",
     )
 
@@ -46,15 +59,23 @@ def add_stats_options(p: argparse.ArgumentParser) -> None:
 def estimator_params(args: argparse.Namespace) -> dict[str, Any]:
     """``features`` and ``feature_prefixes`` estimator parameters from the parsed options.
 
+    A grid file's candidate maps are a fit's ``features`` (a list); ``stats`` refuses them.
     The maps (scikit-learn transformers) are imported only with ``--features``.
     """
     path = getattr(args, "features", None)
+    features = None
     if path is not None:
         from streamridge.features import read_features_file
-    return {
-        "features": None if path is None else read_features_file(path),
-        "feature_prefixes": getattr(args, "prefixes", None),
-    }
+
+        features = read_features_file(path)
+    if isinstance(features, list) and getattr(args, "command", None) == "stats":
+        from streamridge.errors import ParameterError
+
+        raise ParameterError(
+            f"stats --features {path}: the file describes a grid of {len(features)} candidate maps; statistics are "
+            "those of one map: give each parameter one value, or fit the grid (fit --data ... --features FILE)"
+        )
+    return {"features": features, "feature_prefixes": getattr(args, "prefixes", None)}
 
 
 def add_features_command(sub: Any) -> None:
@@ -72,7 +93,7 @@ def describe_maps() -> str:
     """One paragraph per map: name, class, summary, parameters with defaults."""
     from streamridge.features import MAPS
 
-    lines = ["Feature maps (the \"map\" key of a features file):", ""]
+    lines = ['Feature maps (the "map" key of a features file):', ""]
     for name, cls in MAPS.items():
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         params = ", ".join(f"{k}={v.default!r}" for k, v in _params(cls).items())
@@ -95,7 +116,14 @@ def cmd_features(args: argparse.Namespace) -> int:
     if args.help:
         print("usage: streamridge features [-h] [--json] [--debug]\n")
     if args.json:
-        print(json.dumps({n: {"class": c.__name__, "params": {k: v.default for k, v in _params(c).items()}} for n, c in MAPS.items()}))
+        print(
+            json.dumps(
+                {
+                    n: {"class": c.__name__, "params": {k: v.default for k, v in _params(c).items()}}
+                    for n, c in MAPS.items()
+                }
+            )
+        )
     else:
         print(describe_maps() + "\n" + FEATURES_EPILOG, end="")
     return 0

@@ -212,6 +212,15 @@ COUNT = Integer(1)
 """Sizes (units, components, delays): integers >= 1."""
 
 
+def takes_list(constraints: tuple[Constraint, ...]) -> bool:
+    """True for a parameter whose value may itself be a list (an array, the parts of a composite map).
+
+    In a features file a list given to such a parameter is its value; a list given to any
+    other (scalar-valued) parameter is a grid of its values.
+    """
+    return any(isinstance(c, (Rows, Vector, MapList)) for c in constraints)
+
+
 def shown(v: Any, *, python: bool = False, limit: int = 60) -> str:
     """A value as the user wrote it, cut to ``limit`` characters.
 

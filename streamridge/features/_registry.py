@@ -10,13 +10,14 @@ import numpy as np
 
 from streamridge.errors import InputError, ModelFileError, ParameterError
 from streamridge.features._base import FORMAT_VERSION, FeatureMap
+from streamridge.features._candidates import Candidates
 from streamridge.features._compose import Concat, Pipeline
 from streamridge.features._delays import Delays
 from streamridge.features._describe import describe_map_spec
 from streamridge.features._kernel import Distances, Nystroem
 from streamridge.features._random import RandomHidden
 from streamridge.features._reservoir import EchoStateNetwork
-from streamridge.features._spec import MAX_DEPTH, build, check_spec
+from streamridge.features._spec import MAX_DEPTH, build, check_spec, expand
 
 MAPS: dict[str, type[FeatureMap]] = {
     c.name: c for c in (RandomHidden, EchoStateNetwork, Nystroem, Distances, Delays, Concat, Pipeline)
@@ -188,16 +189,21 @@ def _parse(name: str, raw: bytes) -> Any:
         raise InputError(f"features file {name!r} is not valid {kind}: {str(exc).splitlines()[0]}") from exc
 
 
-def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
-    """An unfitted map from a JSON or TOML file (``map = "esn"`` plus parameters).
+def read_features_file(path: str | os.PathLike[str]) -> FeatureMap | list[FeatureMap]:
+    """An unfitted map from a JSON or TOML file (``map = "esn"`` plus parameters), or the candidate maps of a grid.
+
+    A list given to a scalar-valued parameter (``spectral_radius = [0.7, 0.9]``) is a grid
+    of its values: the file describes one candidate map per combination
+    (:func:`~streamridge.features._spec.expand`), returned as a list (``features=`` of a fit).
 
     Raises
     ------
     InputError
         Missing, unreadable or unparsable file.
     ParameterError
-        A description the schema refuses (:func:`~streamridge.features._spec.check_spec`): one line
-        naming the file, the map and the parameter.
+        A description the schema refuses (:func:`~streamridge.features._spec.check_spec`), an
+        empty or too large grid, candidates of different washouts: one line naming the file,
+        the map and the parameter.
     """
     name = os.fspath(path)
     if os.path.isdir(name):
@@ -210,8 +216,17 @@ def read_features_file(path: str | os.PathLike[str]) -> FeatureMap:
     except OSError as exc:
         raise InputError(f"features file {name!r} cannot be read: {exc.strerror or exc}") from None
     spec = _parse(name, raw)
-    check_spec(spec, MAPS, name)
-    return build(spec, MAPS)
+    specs = expand(spec, MAPS, name)
+    for one in specs:
+        check_spec(one, MAPS, name)
+    if len(specs) == 1 and specs[0] is spec:
+        return build(spec, MAPS)
+    candidates = [build(one, MAPS) for one in specs]
+    try:
+        Candidates(candidates)._check_params()
+    except ParameterError as exc:
+        raise ParameterError(f"features file {name!r}: the grid's {exc}") from None
+    return candidates
 
 
 def describe(fmap: FeatureMap) -> str:

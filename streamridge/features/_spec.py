@@ -8,19 +8,31 @@ types, nesting depth, known keys, every parameter against its map's declared
 constraints (:mod:`streamridge.features._params`) — and :func:`build` turns a checked
 description into a map.  Every refusal is one line naming the file, the map (and where
 it sits in the tree) and the parameter.
+
+A features file may describe a grid of candidate maps: :func:`expand` turns a list given
+to a scalar-valued parameter (anywhere in the tree) into one description per combination
+of values, as :meth:`FeatureMap.grid` does; a list given to a list-valued parameter (an
+array such as ``basis``, the ``maps`` of a composite) is that parameter's value.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
-from typing import Any
+import itertools
+import math
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from streamridge.errors import ParameterError
 from streamridge.features._base import FORMAT_VERSION, FeatureMap
-from streamridge.features._params import param_error, shown
+from streamridge.features._params import param_error, shown, takes_list
 
 MAX_DEPTH = 16
 """Maps nested in maps (a pipeline holding a concat holding ...) at most this deep."""
+
+MAX_CANDIDATES = 1000
+"""A features file's grid describes at most this many candidate maps."""
 
 _FRAME = ("map", "format_version", "arrays")
 """Keys of a description that are not parameters (``arrays``: only empty, as an unfitted map's ``to_dict`` has)."""
@@ -145,3 +157,80 @@ def _check_frame(spec: dict[str, Any], where: str) -> None:
             f"{where}: {keys} beside 'params' would be ignored; put every parameter inside 'params', "
             "or write them all beside 'map' without 'params'"
         )
+
+
+class _Axis(NamedTuple):
+    """One parameter of a grid: the map it belongs to (its indices in the ``maps`` of the tree), its values."""
+
+    node: tuple[int, ...]
+    map_name: str
+    param: str
+    values: list[Any]
+
+
+def expand(spec: Any, maps: dict[str, type[FeatureMap]], source: str | None = None) -> list[Any]:
+    """The descriptions of a features file: ``[spec]``, or one per combination of its grid's values.
+
+    A list given to a scalar-valued parameter of any map in the tree is that parameter's
+    values; combinations run in the order the parameters are written (depth first), the
+    last one's values varying fastest, as :meth:`FeatureMap.grid`.  The descriptions it
+    returns are not checked yet: :func:`check_spec` checks each.
+
+    Raises
+    ------
+    ParameterError
+        A parameter with no values (an empty list), or a grid of more than
+        :data:`MAX_CANDIDATES` candidate maps: one line naming the file, the map and the parameter.
+    """
+    axes = list(_grid_axes(spec, maps, (), 1))
+    if not axes:
+        return [spec]
+    for axis in axes:
+        if not axis.values:
+            raise ParameterError(
+                f"{_prefix(source, axis.map_name, _path(axis.node))}: {axis.param} has no values (an empty list is "
+                f"an empty grid); give at least one value, or leave {axis.param} out"
+            )
+    count = math.prod(len(a.values) for a in axes)
+    if count > MAX_CANDIDATES:
+        sizes = " x ".join(f"{a.param}{_at(_path(a.node))} ({len(a.values)} values)" for a in axes)
+        head = f"features file {source!r}: " if source is not None else ""
+        raise ParameterError(
+            f"{head}the grid of map {axes[0].map_name!r} over {sizes} describes {count} candidate maps, more than "
+            f"{MAX_CANDIDATES}; give fewer values"
+        )
+    return [_substitute(spec, axes, combo) for combo in itertools.product(*(a.values for a in axes))]
+
+
+def _path(node: tuple[int, ...]) -> tuple[str, ...]:
+    return tuple(f"maps[{i}]" for i in node)
+
+
+def _grid_axes(
+    spec: Any, maps: dict[str, type[FeatureMap]], node: tuple[int, ...], depth: int
+) -> Iterator[_Axis]:
+    """The grid's parameters of a description and its parts; a malformed node is left to :func:`check_spec`."""
+    if depth > MAX_DEPTH or not isinstance(spec, dict) or spec.get("map") not in maps:
+        return
+    if "params" in spec and not isinstance(spec["params"], dict):
+        return
+    cls = maps[spec["map"]]
+    for key, value in _params(spec).items():
+        constraints = cls._param_constraints.get(key)
+        if constraints is not None and isinstance(value, list) and not takes_list(constraints):
+            yield _Axis(node, spec["map"], key, value)
+    parts = _params(spec).get("maps")
+    if isinstance(parts, list):
+        for i, part in enumerate(parts):
+            yield from _grid_axes(part, maps, (*node, i), depth + 1)
+
+
+def _substitute(spec: dict[str, Any], axes: list[_Axis], values: tuple[Any, ...]) -> dict[str, Any]:
+    """A copy of ``spec`` with every grid parameter set to one of its values."""
+    out = copy.deepcopy(spec)
+    for axis, value in zip(axes, values):
+        target = out
+        for i in axis.node:
+            target = _params(target)["maps"][i]
+        (target["params"] if "params" in target else target)[axis.param] = value
+    return out
