@@ -28,6 +28,7 @@ pass's time per candidate to a separate pass's, less one read each, is printed b
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -106,7 +107,7 @@ def map_alone(fmap, store: str) -> float:
     u, g = np.asarray(root["X"][:], dtype=np.float64), root["groups"][:]
     fmap.fit_width(u.shape[1])
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-    spans = list(zip(starts[:-1], starts[1:]))
+    spans = list(itertools.pairwise(starts))
     buf = np.empty((0, fmap.n_features_out_))
     t0 = time.perf_counter()
     for i in range(0, len(spans), 16):
