@@ -210,7 +210,9 @@ def _grid_axes(
     spec: Any, maps: dict[str, type[FeatureMap]], node: tuple[int, ...], depth: int
 ) -> Iterator[_Axis]:
     """The grid's parameters of a description and its parts; a malformed node is left to :func:`check_spec`."""
-    if depth > MAX_DEPTH or not isinstance(spec, dict) or spec.get("map") not in maps:
+    if depth > MAX_DEPTH or not isinstance(spec, dict) or not isinstance(spec.get("map"), str):
+        return
+    if spec["map"] not in maps:
         return
     if "params" in spec and not isinstance(spec["params"], dict):
         return
