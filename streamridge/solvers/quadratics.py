@@ -45,7 +45,14 @@ from scipy.linalg import lapack
 
 from streamridge.solvers.linalg import psd_eigh
 
-__all__ = ["DEFAULT_MAX_BYTES", "FoldQuadratics", "ValidationFactor", "fold_quadratics", "validation_factor"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "FoldQuadratics",
+    "ValidationFactor",
+    "fold_factor",
+    "fold_quadratics",
+    "validation_factor",
+]
 
 #: working memory of one fold's target batch (bytes); the batch width follows from it
 DEFAULT_MAX_BYTES = 1 << 27
@@ -153,6 +160,20 @@ def batch_width(n_features: int, rank: int, n_alphas: int, max_bytes: int) -> in
     return max(1, int(max_bytes) // per_target)
 
 
+def fold_factor(At: np.ndarray, Av: np.ndarray, gains: np.ndarray | None = None) -> ValidationFactor:
+    """:func:`validation_factor` of one fold's forms, of the features scaled by ``gains`` (see :func:`fold_quadratics`).
+
+    It depends on the features only, not on the targets: one factor serves every
+    batch of targets of the fold (``factor=`` of :func:`fold_quadratics`).
+    """
+    active = _active(gains, At.shape[0])
+    if active is not None:
+        rows, g = active
+        At = At[np.ix_(rows, rows)] * np.outer(g, g)
+        Av = Av[np.ix_(rows, rows)] * np.outer(g, g)
+    return validation_factor(At, Av)
+
+
 def fold_quadratics(
     At: np.ndarray,
     Bt: np.ndarray,
@@ -163,6 +184,7 @@ def fold_quadratics(
     dx: np.ndarray | None = None,
     gains: np.ndarray | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    factor: ValidationFactor | None = None,
 ) -> FoldQuadratics:
     """``q``, ``c`` and ``m`` of every lambda and target of one fold (module docstring).
 
@@ -180,6 +202,9 @@ def fold_quadratics(
         Features of gain 0 drop out: their coefficients are 0.
     max_bytes : int
         Working memory of one batch of targets.
+    factor : ValidationFactor or None
+        :func:`fold_factor` of ``At``, ``Av`` and ``gains``, when already computed
+        (for another batch of targets of the same fold).
 
     Returns
     -------
@@ -187,13 +212,11 @@ def fold_quadratics(
     """
     alphas = np.asarray(alphas, dtype=np.float64)
     active = _active(gains, At.shape[0])
-    if active is not None:
+    fac = fold_factor(At, Av, gains) if factor is None else factor
+    if active is not None and dx is not None:
         rows, g = active
-        At = At[np.ix_(rows, rows)] * np.outer(g, g)
-        Av = Av[np.ix_(rows, rows)] * np.outer(g, g)
-        dx = None if dx is None else dx[rows] * g
-    fac = validation_factor(At, Av)
-    N, T = At.shape[0], Bt.shape[1]
+        dx = dx[rows] * g
+    N, T = fac.C.shape[0], Bt.shape[1]
     R = alphas.shape[0]
     inv = 1.0 / (fac.d[None, :] + alphas[:, None])  # (R, n)
     p = None if dx is None else fac.C.T @ dx
