@@ -29,17 +29,18 @@ from streamridge.datapass.scheduling import scheduler_session
 from streamridge.errors import FoldError, InputError, ParameterError
 from streamridge.folds.schemes import FoldScheme, make_scheme, plain
 from streamridge.folds.splits import check_cv, is_splits, split_folds, with_folds
-from streamridge.forms.build import FullForm, build_forms, build_full_form
+from streamridge.forms.build import Forms
 from streamridge.model_selection import choose as model_choice
 from streamridge.model_selection.attributes import CHOICE_ATTRS, METRIC_ATTRS, choice_attributes
-from streamridge.model_selection.choose import Choice, SelectionConfig, config_of, path_table
+from streamridge.model_selection.bands import STATS_SCORINGS, check_bands
+from streamridge.model_selection.choose import Choice, SelectionConfig, config_of, path_table, selection_forms
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import check_nested, chosen_cv_error, nested_cv, nested_summary
+from streamridge.model_selection.refit import refit
 from streamridge.parallel import solve_stage_limits
-from streamridge.solvers import fold_errors, solve_full
+from streamridge.solvers import fold_errors
 from streamridge.solvers.grid import check_alphas
 from streamridge.stats.foldstats import FoldStats, merge
-from streamridge.stats.magnitudes import check_finite
 from streamridge.stats.memory import check_stats_memory
 from streamridge.stats.series_spans import describe_rows, find_clash
 
@@ -97,22 +98,6 @@ def _affine(X: Any, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
         np.matmul(tile[: e - s], coef.T, out=out[s:e])
     out += intercept
     return out
-
-
-def _refit(full: FullForm, choice: Choice) -> tuple[np.ndarray, np.ndarray]:
-    """The chosen model fitted on all rows: coef of shape (T, N), zero off the chosen set, and intercept (T,)."""
-    N, T = full.B.shape
-    coef = np.zeros((T, N))
-    if not choice.support.any():
-        return coef, full.y_offset.copy()
-    sub = np.flatnonzero(choice.support)
-    full_s = FullForm(
-        full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n
-    )
-    c, intercept = solve_full(full_s, choice.alphas[choice.index])
-    check_finite(c, "coefficients")
-    coef[:, sub] = c
-    return coef, intercept
 
 
 def _slice_rows(src: Any, start: int, stop: int) -> Any:
@@ -211,6 +196,9 @@ class StreamRidgeBase:
     feature_prefixes: Any
     scoring: str | None
     rescore: int | None
+    bands: Any
+    band_weights: Any
+    solve_memory: Any
 
     def _balanced(self) -> bool | np.ndarray:
         return False
@@ -273,6 +261,7 @@ class StreamRidgeBase:
             )
         if self.chunk_rows is not None and int(self.chunk_rows) < 1:
             raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
+        model_choice.solve_bytes(getattr(self, "solve_memory", None))
         self._check_feature_params()
         self._check_nested()
         self._check_scoring()
@@ -297,10 +286,15 @@ class StreamRidgeBase:
         self.feature_names_ = self.features_.get_feature_names_out()
         return self.features_
 
+    def _row_scoring(self) -> bool:
+        """Whether ``scoring`` needs the metric pass over the rows (all but R² and correlation of a regressor)."""
+        scoring = getattr(self, "scoring", None)
+        return scoring is not None and (self._classifier or scoring not in STATS_SCORINGS)
+
     def _check_scoring(self) -> None:
         scoring, rescore = getattr(self, "scoring", None), getattr(self, "rescore", None)
         check_scoring(scoring, classifier=self._classifier)
-        if scoring is not None and is_splits(self.cv):
+        if self._row_scoring() and is_splits(self.cv):
             raise ParameterError(_NOT_WITH_SPLITS.format("scoring=", "scoring"))
         if scoring is not None and self._classifier and self.alpha_per_target:
             raise ParameterError("scoring= chooses one lambda for all classes; drop alpha_per_target or scoring")
@@ -444,7 +438,7 @@ class StreamRidgeBase:
     # ------------------------------------------------------------------ public API
     def _fit(self, X: Any, y: Any, groups: Any, sample_weight: Any, classes: Any = None, *, partial: bool) -> Any:
         report = PassReport()
-        if partial and getattr(self, "scoring", None) is not None:
+        if partial and self._row_scoring():
             raise ParameterError("scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)")
         self._check_params()
         with self._pass_session():
@@ -607,6 +601,16 @@ class StreamRidgeBase:
             from streamridge.selection.prefixes import check_prefixes
 
             check_prefixes(self.feature_prefixes, n_features)
+        self._check_bands(n_features)
+
+    def _check_bands(self, n_features: int) -> None:
+        """``bands`` and ``band_weights`` checked as the model selection will (before a pass reads a row)."""
+        check_bands(
+            getattr(self, "bands", None), getattr(self, "band_weights", None), n_features,
+            seed=int(self.random_state or 0), feature_map=self.__dict__.get("features_"),
+            selection=self.selection, prefixes=getattr(self, "feature_prefixes", None),
+            scoring=getattr(self, "scoring", None),
+        )  # fmt: skip
 
     def _continued_spans(self, src: Any, offset: int) -> list[list[Any]] | None:
         """The series spans of a ``partial_fit`` call with a stateful map (None without one).
@@ -670,7 +674,7 @@ class StreamRidgeBase:
             E.g. from :func:`streamridge.stats.foldstats.load_stats` or a merge of shards.
         """
         self._check_params()
-        if getattr(self, "scoring", None) is not None:
+        if self._row_scoring():
             raise ParameterError(_SCORING_NEEDS_ROWS)
         task = stats.meta.get("task", "regression")
         if (task == "classification") != self._classifier:
@@ -709,7 +713,7 @@ class StreamRidgeBase:
         if self._spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
             for on, what, name in (
                 (getattr(self, "nested", False), "nested=True", "nested"),
-                (getattr(self, "scoring", None), "scoring=", "scoring"),
+                (self._row_scoring(), "scoring=", "scoring"),
             ):
                 if on:
                     raise ParameterError(_NOT_WITH_SPLITS.format(what, name))
@@ -719,38 +723,32 @@ class StreamRidgeBase:
             raise InputError(
                 "only one class has rows with positive sample weight; a classifier needs at least two classes"
             )
-        fi, std, bal = bool(self.fit_intercept), bool(self.standardize), self._balanced()
         scheme = self._spec.scheme
-        forms = build_forms(
-            stats,
-            fit_intercept=fi,
-            standardize=std,
-            balanced=bal,
-            train_only=scheme.train_only,
-            forward=scheme.forward,
+        config = config_of(self, self.alphas, self._balanced(), n_features=stats.n_features)
+        forms, full = selection_forms(
+            stats, config, train_only=scheme.train_only, forward=scheme.forward, whole=self._row_scoring()
         )
         if self.alpha_rule == "1se" and forms.n_folds < 2:
             raise ParameterError(
                 "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
             )
-        full = build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
-        config = config_of(self, self.alphas, bal)
         choice = model_choice.choose_model(forms, full, config)
         metric: dict[str, Any] = {}
         metric_s = 0.0
-        if getattr(self, "scoring", None) is not None:
+        if self._row_scoring():
             t1 = time.perf_counter()
             choice, metric = self._choose_by_metric(stats, forms, choice, config)
             metric_s = time.perf_counter() - t1
-        coef, intercept = _refit(full, choice)
+        coef, intercept = refit(full if isinstance(forms, Forms) else forms, choice)
         self._set_fitted(
             {**choice_attributes(choice, one_output=self._y_1d and not self._classifier), **metric},
             coef,
             intercept,
         )
         self._fit_nested(
-            stats, forms, config, chosen_cv_error(choice.errors, choice.index, config.per_target)
-        )
+            stats, forms if isinstance(forms, Forms) else None, config,
+            chosen_cv_error(choice.errors, choice.index, config.per_target),
+        )  # fmt: skip
         self.timings_ = {
             "pass_s": report.seconds,
             "rows": report.rows,
@@ -823,7 +821,7 @@ class StreamRidgeBase:
             attrs["rescore_scores_"] = res.set_scores
         return choice, attrs
 
-    def _fit_nested(self, stats: FoldStats, forms: Any, config: SelectionConfig, cv_error: float) -> None:
+    def _fit_nested(self, stats: FoldStats, forms: Forms | None, config: SelectionConfig, cv_error: float) -> None:
         """With ``nested=True``: nested CV from the same statistics and the same config (:mod:`streamridge.model_selection.nested`)."""
         for attr in ("nested_cv_errors_", "nested_summary_"):
             self.__dict__.pop(attr, None)
@@ -858,6 +856,20 @@ class StreamRidgeBase:
             b = np.atleast_1d(self.intercept_)  # the tasks hold these, not the estimator (its statistics)
             return X.map_blocks(lambda a: _affine(a, coef, b), dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],)))
         return self._linear_rows(self._validate_X(X, reset=False))
+
+    def _features_of(self, X: Any, groups: Any = None) -> Any:
+        """The model's features of X (the columns of ``coef_``): checked rows, a dask array, or the map's outputs."""
+        self._check_fitted()
+        lazy = _is_lazy(X) and not isinstance(X, str)
+        if not lazy:
+            X = self._validate_X(X, reset=False)
+        if getattr(self, "features_", None) is not None:
+            from streamridge.estimators.mapped import mapped_input
+
+            return mapped_input(self.features_, X, groups)
+        if lazy and X.shape[1] != self.n_features_in_:
+            raise InputError(f"X has {X.shape[1]} features, but {self._model_name} is expecting {self.n_features_in_} features as input")
+        return X
 
     def _linear_rows(self, X: np.ndarray) -> np.ndarray:
         """The linear model of rows already checked, without a feature map: (m, outputs) float64."""

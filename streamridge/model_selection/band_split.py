@@ -20,13 +20,29 @@ which is the R² of the summed prediction when ``y`` has zero mean (otherwise
 its denominator is ``y``'s raw sum of squares, not its centered one).
 Both need only ``X'X``, ``X'y`` and ``y'y`` of the scored rows
 (:func:`r2_score_split_from_moments`), no rows.
+
+An estimator's ``score(X, y, split=True)`` takes the product measure of the
+target and the band predictions centered over the scored rows
+(:class:`SplitTally`, mergeable over chunks of rows):
+
+.. code-block:: text
+
+    R²_b = (2 S(y, yhat_b) - S(yhat_b, yhat)) / S(y, y)        S: centered sums of products
+    sum_b R²_b = 1 - S(y - yhat, y - yhat) / S(y, y)
+
+which is ``r2_score_split`` when y and the predictions have zero mean over the
+rows (the setting it assumes), and sums to the R² of the prediction but for
+``n (mean yhat - mean y)² / S(y, y)`` otherwise (zero on rows whose mean the
+intercept fits).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["r2_score_split", "r2_score_split_from_moments", "split_predictions"]
+__all__ = ["SplitTally", "r2_score_split", "r2_score_split_from_moments", "split_predictions"]
 
 
 def split_predictions(X: np.ndarray, coef: np.ndarray, bands: list[np.ndarray]) -> np.ndarray:
@@ -124,3 +140,70 @@ def r2_score_split_from_moments(
         G = xx[cols] @ W if include_correlation else xx[np.ix_(cols, cols)] @ Wb
         r2[i] = (2.0 * cross - np.einsum("nt,nt->t", Wb, G)) / yy
     return r2
+
+
+@dataclass
+class SplitTally:
+    """Centered moments of a target and its band predictions over rows, mergeable (Chan et al.).
+
+    Attributes
+    ----------
+    n : float
+        Rows.
+    mean_y : array of shape (T,)
+    mean_p : array of shape (n_bands, T)
+    syy : array of shape (T,)
+        ``sum (y - mean y)²``.
+    syp : array of shape (n_bands, T)
+        ``sum (y - mean y)(yhat_b - mean yhat_b)``.
+    spt : array of shape (n_bands, T)
+        ``sum (yhat_b - mean yhat_b)(yhat - mean yhat)``, ``yhat`` the sum over bands.
+    """
+
+    n: float
+    mean_y: np.ndarray
+    mean_p: np.ndarray
+    syy: np.ndarray
+    syp: np.ndarray
+    spt: np.ndarray
+
+    @classmethod
+    def of_rows(cls, y: np.ndarray, split: np.ndarray) -> SplitTally:
+        """The tally of rows: ``y`` of shape (m, T), ``split`` of shape (n_bands, m, T)."""
+        Y = np.asarray(y, dtype=np.float64)
+        P = np.asarray(split, dtype=np.float64)
+        my, mp = Y.mean(axis=0), P.mean(axis=1)
+        Yc, Pc = Y - my, P - mp[:, None, :]
+        Tc = Pc.sum(axis=0)
+        return cls(
+            float(Y.shape[0]),
+            my,
+            mp,
+            np.einsum("it,it->t", Yc, Yc),
+            np.einsum("it,bit->bt", Yc, Pc),
+            np.einsum("bit,it->bt", Pc, Tc),
+        )
+
+    def merge(self, other: SplitTally) -> SplitTally:
+        """The tally of both sets of rows (the pairwise update of centered co-moments)."""
+        n = self.n + other.n
+        if self.n == 0 or other.n == 0:
+            return other if self.n == 0 else self
+        f = self.n * other.n / n
+        dy, dp = other.mean_y - self.mean_y, other.mean_p - self.mean_p
+        dt = dp.sum(axis=0)
+        return SplitTally(
+            n,
+            self.mean_y + dy * (other.n / n),
+            self.mean_p + dp * (other.n / n),
+            self.syy + other.syy + f * dy * dy,
+            self.syp + other.syp + f * dp * dy[None, :],
+            self.spt + other.spt + f * dp * dt[None, :],
+        )
+
+    def r2(self) -> np.ndarray:
+        """R² per band and target, shape (n_bands, T); 0 for a target constant over the rows."""
+        has = self.syy > 0
+        return np.where(
+            has[None, :], (2.0 * self.syp - self.spt) / np.where(has, self.syy, 1.0)[None, :], 0.0
+        )
