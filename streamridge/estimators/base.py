@@ -32,6 +32,7 @@ from streamridge.folds.splits import check_cv, is_splits, split_folds, with_fold
 from streamridge.forms.build import Forms
 from streamridge.model_selection import choose as model_choice
 from streamridge.model_selection.attributes import CHOICE_ATTRS, METRIC_ATTRS, choice_attributes
+from streamridge.model_selection.band_split import cv_split_r2
 from streamridge.model_selection.bands import STATS_SCORINGS, check_bands
 from streamridge.model_selection.choose import Choice, SelectionConfig, config_of, path_table, selection_forms
 from streamridge.model_selection.metrics import check_scoring
@@ -733,6 +734,8 @@ class StreamRidgeBase:
                 "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
             )
         choice = model_choice.choose_model(forms, full, config)
+        if choice.banded is not None:
+            choice = dataclasses.replace(choice, band_r2=cv_split_r2(forms, choice))
         metric: dict[str, Any] = {}
         metric_s = 0.0
         if self._row_scoring():

@@ -21,6 +21,7 @@ PREFIX_ATTRS = ("prefix_sizes_", "prefix_errors_", "prefix_alphas_", "n_features
 METRIC_ATTRS = ("cv_scores_", "cv_confusion_", "rescore_steps_", "rescore_scores_")
 #: banded ridge's attributes (with ``bands``)
 BAND_ATTRS = (
+    "band_cv_r2_",
     "bands_",
     "band_names_",
     "band_weights_",
@@ -106,7 +107,8 @@ def band_attributes(choice: Choice, *, one_output: bool) -> dict[str, Any]:
         (S, n_bands) weight vectors searched), ``band_scores_`` (each weight
         vector's mean score over folds at its best lambda: (S, n_targets), or
         (S,)), and ``band_fold_scores_`` (S, n_alphas, n_folds, n_targets) when
-        every score was kept.
+        every score was kept; ``band_cv_r2_`` (n_bands, n_targets), or
+        (n_bands,) for 1-D y, the cross-validated R² of every band, when computed.
     """
     res, bands = choice.banded, choice.bands
     assert res is not None and bands is not None
@@ -121,4 +123,6 @@ def band_attributes(choice: Choice, *, one_output: bool) -> dict[str, Any]:
     }
     if res.fold_scores is not None:
         out["band_fold_scores_"] = res.fold_scores
+    if choice.band_r2 is not None:
+        out["band_cv_r2_"] = choice.band_r2[:, 0] if one_output else choice.band_r2
     return out

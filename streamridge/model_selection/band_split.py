@@ -39,10 +39,20 @@ intercept fits).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["SplitTally", "r2_score_split", "r2_score_split_from_moments", "split_predictions"]
+from streamridge.forms.build import Forms, TargetBatches, each_batch, n_targets_of
+from streamridge.solvers.banded import feature_gains
+from streamridge.solvers.linalg import Eig, psd_eigh, spectral_solve
+from streamridge.solvers.target_scores import fold_offsets
+
+if TYPE_CHECKING:
+    from streamridge.model_selection.bands import Bands
+    from streamridge.model_selection.choose import Choice
+
+__all__ = ["SplitTally", "cv_split_r2", "r2_score_split", "r2_score_split_from_moments", "split_predictions"]
 
 
 def split_predictions(X: np.ndarray, coef: np.ndarray, bands: list[np.ndarray]) -> np.ndarray:
@@ -207,3 +217,76 @@ class SplitTally:
         return np.where(
             has[None, :], (2.0 * self.syp - self.spt) / np.where(has, self.syy, 1.0)[None, :], 0.0
         )
+
+
+def cv_split_r2(forms: Forms | TargetBatches, choice: Choice) -> np.ndarray:
+    """Cross-validated R² of each band of a banded model, per target, from the forms alone.
+
+    On every fold k the model of each target's chosen weight vector and
+    lambda, fitted on the training part, is split by band and scored by the
+    centered product measure on the validation rows (:class:`SplitTally`),
+    from the validation fold's centered moments
+    ``Sxx = Av - n dx dx'``, ``Sxy = Bv - n dx dy'`` and ``syy``:
+
+    .. code-block:: text
+
+        R²_b = sum_k (2 W_kb' Sxy_kb - W_kb' Sxx_k[b, :] W_k) / sum_k syy_k
+
+    (the numerators and denominators pooled over folds).  Summed over bands it
+    is ``1 - sum_k SSE_k / sum_k syy_k`` less the folds' mean offsets.
+
+    Parameters
+    ----------
+    forms : Forms or TargetBatches
+        Built ``with_moments``.
+    choice : Choice
+        Of banded ridge (``choice.banded``).
+
+    Returns
+    -------
+    array of shape (n_bands, T)
+    """
+    res, bands = choice.banded, choice.bands
+    assert res is not None and bands is not None
+    T = n_targets_of(forms)
+    w_idx = np.broadcast_to(np.asarray(res.weight_index), (T,))
+    alpha = np.broadcast_to(np.asarray(choice.alphas[choice.index], dtype=np.float64), (T,))
+    num, den = np.zeros((len(bands.columns), T)), np.zeros(T)
+    eigs: dict[tuple[int, int], Eig] = {}  # one decomposition per (fold, weight vector), whatever the batches
+    for cols, fb in each_batch(forms):
+        assert fb.moments is not None
+        dx, dy = fold_offsets(fb, fb.moments)
+        den[cols] += fb.moments.syy.sum(axis=0)
+        for k in range(fb.n_folds):
+            n = float(fb.moments.n[k])
+            Sxx = fb.Av[k] - n * np.outer(dx[k], dx[k])
+            Sxy = fb.Bv[k] - n * np.outer(dx[k], dy[k])
+            for s in np.unique(w_idx[cols]):
+                t = np.flatnonzero(w_idx[cols] == s)
+                W = _fold_coefficients(fb, k, bands, int(s), t, alpha[cols][t], eigs)
+                SW = Sxx @ W
+                for b, bc in enumerate(bands.columns):
+                    cross = np.einsum("nt,nt->t", W[bc], Sxy[np.ix_(bc, t)])
+                    num[b, cols.start + t] += 2.0 * cross - np.einsum("nt,nt->t", W[bc], SW[bc])
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+
+def _fold_coefficients(
+    forms: Forms,
+    k: int,
+    bands: Bands,
+    s: int,
+    t: np.ndarray,
+    alpha: np.ndarray,
+    eigs: dict[tuple[int, int], Eig],
+) -> np.ndarray:
+    """Coefficients (N, len(t)) on the forms' features of fold k's banded model of weight vector s."""
+    N = int(forms.At.shape[1])
+    g = feature_gains(list(bands.columns), bands.weights[s], N)
+    act = np.flatnonzero(g > 0)
+    ga = g[act]
+    if (k, s) not in eigs:
+        eigs[k, s] = psd_eigh(forms.At[k][np.ix_(act, act)] * np.outer(ga, ga))
+    W = np.zeros((N, t.shape[0]))
+    W[act] = ga[:, None] * spectral_solve(eigs[k, s], forms.Bt[k][np.ix_(act, t)] * ga[:, None], alpha)
+    return W

@@ -155,6 +155,9 @@ class Choice:
         ``errors`` and ``scores`` are then those of each target's chosen weight vector.
     rescore_steps, rescore_scores : arrays of shape (rescore,) or None
         With ``rescore``: the path steps re-scored and their mean score.
+    band_r2 : array of shape (n_bands, T) or None
+        With banded ridge, when computed (:func:`streamridge.model_selection.band_split.cv_split_r2`):
+        the cross-validated R² of every band.
     """
 
     support: np.ndarray
@@ -169,6 +172,7 @@ class Choice:
     banded: BandedSearch | None = None
     rescore_steps: np.ndarray | None = None
     rescore_scores: np.ndarray | None = None
+    band_r2: np.ndarray | None = None
 
     @property
     def alpha(self) -> float | np.ndarray:
@@ -368,11 +372,11 @@ def selection_forms(
     The forms of all targets when their ``Bt`` and ``Bv`` fit ``cfg.max_bytes``
     (or ``whole``, or a feature selection needs them together); else
     :class:`~streamridge.forms.build.TargetBatches` of that width, with the
-    full form of the first target (its ``A``: the default grid).  With ``cfg.scoring`` the forms carry
-    the folds' own moments.
+    full form of the first target (its ``A``: the default grid).  With ``cfg.scoring`` or
+    ``cfg.bands`` the forms carry the folds' own moments.
     """
     fi, std, bal = cfg.fit_intercept, cfg.standardize, cfg.balanced
-    moments = cfg.scoring is not None
+    moments = cfg.scoring is not None or cfg.bands is not None
     K, N, T = stats.n_folds - train_only, stats.n_features, stats.n_targets
     width = target_batch_width(K, N, cfg.max_bytes)
     if whole or not cfg.batched or width >= T:

@@ -108,6 +108,7 @@ def test_target_batches_give_the_same_model(rng):
     np.testing.assert_array_equal(batched.alpha_, whole.alpha_)
     np.testing.assert_allclose(batched.coef_, whole.coef_, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(batched.cv_scores_, whole.cv_scores_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(batched.band_cv_r2_, whole.band_cv_r2_, rtol=1e-10, atol=1e-13)
     plain = {"cv": "groups", "alpha_per_target": True}
     for scoring in (None, "correlation"):
         a = sr.StreamRidgeCV(ALPHAS, scoring=scoring, **plain).fit(X, Y, groups=folds)
@@ -208,3 +209,35 @@ def test_concat_parts_are_the_bands(rng):
     np.testing.assert_allclose(
         m.predict(X, split=True).sum(axis=0) + m.intercept_, m.predict(X), rtol=1e-10, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_cross_validated_band_r2_equals_refits(rng, fit_intercept):
+    """band_cv_r2_: per fold the chosen banded model refitted on the other folds, split by band and scored on
+    the fold (centered product measure), pooled over folds; summed over bands, 1 - SSE / SST per fold mean."""
+    from sklearn.linear_model import Ridge
+
+    X, Y, folds = data(rng)
+    m = sr.StreamRidgeCV(
+        ALPHAS,
+        cv="groups",
+        bands=BANDS,
+        band_weights=WEIGHTS,
+        alpha_per_target=True,
+        fit_intercept=fit_intercept,
+    ).fit(X, Y, groups=folds)
+    T = Y.shape[1]
+    num, den = np.zeros((3, T)), np.zeros(T)
+    for k in range(K):
+        tr, va = folds != k, folds == k
+        for t in range(T):
+            g = gains(m.band_weights_[t])
+            r = Ridge(alpha=m.alpha_[t], fit_intercept=fit_intercept, solver="cholesky").fit(
+                X[tr] * g, Y[tr, t]
+            )
+            parts = np.stack([X[va][:, b] @ (r.coef_ * g)[b] for b in BANDS])
+            parts -= parts.mean(axis=1, keepdims=True)
+            y = Y[va, t] - Y[va, t].mean()
+            num[:, t] += 2 * parts @ y - parts @ parts.sum(axis=0)
+            den[t] += y @ y
+    np.testing.assert_allclose(m.band_cv_r2_, num / den, rtol=1e-8, atol=1e-12)
