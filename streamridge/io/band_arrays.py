@@ -10,7 +10,7 @@
     band_cv_r2              (n_bands,) or (n_bands, n_targets)        band_cv_r2_, when fitted
 
 and in the header ``band_names`` (``band_names_``) and ``band_summary``
-(:func:`band_summary`: what ``streamridge info`` prints without the arrays).
+(:func:`streamridge.report.summary.band_summary`: what ``streamridge info`` prints without the arrays).
 """
 
 from __future__ import annotations
@@ -43,33 +43,6 @@ def band_arrays(estimator: Any) -> dict[str, np.ndarray]:
         if hasattr(estimator, attr):
             out[name] = np.asarray(getattr(estimator, attr), dtype=np.float64)
     return out
-
-
-def band_summary(estimator: Any) -> dict[str, Any] | None:
-    """JSON-safe facts of a banded model: per band its size, the mean chosen weight, the targets it leads, its CV R².
-
-    Returns
-    -------
-    dict or None
-        ``names``, ``sizes``, ``n_candidates``, ``mean_weight`` (over targets),
-        ``leading`` (targets whose largest weight is that band's), and
-        ``cv_r2`` (mean over targets of ``band_cv_r2_``) where known; None without bands.
-    """
-    bands = getattr(estimator, "bands_", None)
-    if bands is None:
-        return None
-    W = np.atleast_2d(np.asarray(estimator.band_weights_, dtype=np.float64))
-    r2 = getattr(estimator, "band_cv_r2_", None)
-    return {
-        "names": [str(n) for n in estimator.band_names_],
-        "sizes": [len(c) for c in bands],
-        "n_candidates": int(np.asarray(estimator.band_weight_candidates_).shape[0]),
-        "mean_weight": [float(v) for v in W.mean(axis=0)],
-        "leading": [int(v) for v in np.bincount(W.argmax(axis=1), minlength=W.shape[1])],
-        "cv_r2": None
-        if r2 is None
-        else [float(v) for v in np.asarray(r2).reshape(len(bands), -1).mean(axis=1)],
-    }
 
 
 def load_bands(estimator: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:

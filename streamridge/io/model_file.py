@@ -48,9 +48,9 @@ from streamridge._version import __version__
 from streamridge.datapass.driver import PassSpec
 from streamridge.errors import ModelFileError
 from streamridge.folds.schemes import FoldScheme
-from streamridge.io.band_arrays import band_arrays, band_summary, load_bands
+from streamridge.io.band_arrays import band_arrays, load_bands
 from streamridge.io.schema import check_model, not_an_npz
-from streamridge.report.summary import estimator_summary
+from streamridge.report.summary import band_summary, estimator_summary
 from streamridge.stats.foldstats import STATS_FORMAT, FoldStats, atomic_write_npz
 
 MODEL_FORMAT = "streamridge-model"
