@@ -185,7 +185,7 @@ class StreamRidgeCV(RegressorMixin, BaseEstimator, RidgeCVCore):
         tags.target_tags.multi_output = True
         return tags
 
-    def score(self, X, y, sample_weight=None, *, split=False):  # type: ignore[no-untyped-def]
+    def score(self, X, y, sample_weight=None, *, split=False, groups=None):  # type: ignore[no-untyped-def]
         """R² of ``predict(X)`` (scikit-learn's ``score``), or with ``split=True`` R² per band and target.
 
         ``split=True`` (a model fitted with ``bands``; no ``sample_weight``):
@@ -194,8 +194,13 @@ class StreamRidgeCV(RegressorMixin, BaseEstimator, RidgeCVCore):
         predictions centered over the rows; the sum over bands is the R² when
         the prediction's mean over the rows equals y's.  X may be a dask array
         (y then a dask or NumPy array), scored one chunk of rows at a time.
+        ``groups`` (series id per row) matters only for a stateful feature map.
         """
         if not split:
+            if groups is not None:
+                from sklearn.metrics import r2_score
+
+                return r2_score(y, self.predict(X, groups), sample_weight=sample_weight)
             return super().score(X, y, sample_weight=sample_weight)
         if sample_weight is not None:
             from streamridge.errors import ParameterError
@@ -203,7 +208,7 @@ class StreamRidgeCV(RegressorMixin, BaseEstimator, RidgeCVCore):
             raise ParameterError("score(split=True) takes no sample_weight; drop it or split=True")
         from streamridge.estimators.split import score_split
 
-        return score_split(self, X, y)
+        return score_split(self, X, y, groups)
 
 
 class StreamRidgeClassifierCV(ClassifierMixin, BaseEstimator, RidgeClassifierCVCore):
