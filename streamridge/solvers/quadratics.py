@@ -155,8 +155,10 @@ def panel_edges(rank: int) -> np.ndarray:
 
 
 def batch_width(n_features: int, rank: int, n_alphas: int, max_bytes: int) -> int:
-    """Targets per batch: ``C'Bt``, ``C'Bv``, their product, the pivoted copy, a panel and the outputs fit ``max_bytes``."""
-    per_target = 8 * (4 * n_features + rank + 3 * n_alphas)
+    """Targets per batch: ``C'Bt``, ``C'Bv``, their product, the pivoted copy, a panel's products for every
+    lambda and the outputs fit ``max_bytes``."""
+    panel = n_alphas * int(np.max(np.diff(panel_edges(rank)))) if rank else 0
+    per_target = 8 * (4 * n_features + rank + 3 * n_alphas + panel)
     return max(1, int(max_bytes) // per_target)
 
 
@@ -255,7 +257,12 @@ def _scaled(B: np.ndarray, active: tuple[np.ndarray, np.ndarray] | None, cols: s
 
 
 def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np.ndarray:
-    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, n): shape (R, tb)."""
+    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, n): shape (R, tb).
+
+    Panel by panel of ``L'``, the panel scaled by every lambda's ``inv_r`` is
+    stacked into one (R x rows, n - lo) matrix: one product per panel for all
+    lambdas (a taller GEMM runs nearer the machine's rate than R short ones).
+    """
     R, tb = inv.shape[0], Bc.shape[1]
     out = np.zeros((R, tb))
     if fac.rank == 0:
@@ -263,11 +270,12 @@ def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np
     Bp = Bc[fac.piv]
     invp = inv[:, fac.piv]
     edges = panel_edges(fac.rank)
-    Z = np.empty((int(np.max(np.diff(edges))), tb))
-    for r in range(R):
-        for lo, hi in itertools.pairwise(edges):
-            panel = fac.Lt[lo:hi, lo:] * invp[r, None, lo:]
-            z = Z[: hi - lo]
-            np.matmul(panel, Bp[lo:], out=z)
-            out[r] += np.einsum("ij,ij->j", z, z)
+    Z = np.empty((R * int(np.max(np.diff(edges))), tb))
+    for lo, hi in itertools.pairwise(edges):
+        h = hi - lo
+        stacked = (fac.Lt[None, lo:hi, lo:] * invp[:, None, lo:]).reshape(R * h, -1)
+        z = Z[: R * h]
+        np.matmul(stacked, Bp[lo:], out=z)
+        z *= z
+        out += z.reshape(R, h, tb).sum(axis=1)
     return out
