@@ -5,7 +5,9 @@ Usage::
     python scripts/bench_banded.py                  # small: runs in well under a minute on 2 cores
     python scripts/bench_banded.py --rows 3600 --features 1024 --targets 20000 --band-targets 5000 \\
         --bands 4 --band-features 128 --weights 20    # the encoding-model sizes
-    python scripts/bench_banded.py --many STORE.zarr --rows 20000 --features 1024 --targets 100000
+    python scripts/bench_banded.py --many STORE.zarr --rows 20000 --features 1024 --targets 25000
+    python scripts/bench_banded.py --write-stats S.npz --rows 20000 --features 1024 --targets 100000
+    python scripts/bench_banded.py --fit-stats S.npz       # the solve alone, in a fresh process
 
 Same rows, folds (``PredefinedSplit``), lambdas and weight vectors (passed
 explicitly, without zeros: himalaya's BandedRidgeCV turns the features of a
@@ -28,6 +30,9 @@ targets with the same choice and the largest difference of test R².
 zarr store (written there first if missing, chunk by chunk): the wall time,
 the pass and solve times, the process's peak RSS, and the solve stage against
 its flop count at the GEMM rate measured in the same run (:func:`solve_flops`).
+``--write-stats`` / ``--fit-stats``: the statistics of that many targets written
+without a pass (targets drawn in column batches), then the solve alone from them
+in a fresh process: its time against the flop count, and the process's peak memory.
 """
 
 from __future__ import annotations
@@ -222,6 +227,68 @@ def many_targets(a: argparse.Namespace) -> None:
     )
 
 
+def write_many_stats(
+    path: str, rows: int, features: int, targets: int, folds: int, seed: int, batch: int = 5000
+) -> None:
+    """The statistics of ``rows`` rows of X and ``targets`` targets, without holding the targets' rows.
+
+    X is drawn once; the targets are drawn ``batch`` columns at a time, each batch's statistics taken
+    on the rows in memory (:func:`~streamridge.stats.kernel.from_chunk`) and put into the full arrays:
+    the statistics of one pass over all of them, at the memory of the statistics.
+    """
+    from streamridge.stats.foldstats import FoldStats, save_stats
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((rows, features))
+    fold = rng.permutation(np.arange(rows) % folds)
+    full = None
+    for start in range(0, targets, batch):
+        stop = min(targets, start + batch)
+        r = np.random.default_rng((seed, start))
+        B = r.standard_normal((features, stop - start)) / np.sqrt(features)
+        part = from_chunk(X, X @ B + 2.0 * r.standard_normal((rows, stop - start)), fold, None, folds, 1)
+        if full is None:
+            full = FoldStats(
+                part.weight, part.count, part.mean_x, np.empty((folds, 1, targets)), part.sxx,
+                np.empty((folds, 1, features, targets)), np.empty((folds, 1, targets)),
+                {"n_features": features, "n_targets": targets, "task": "regression",
+                 "scheme": {"kind": "hash", "n_folds": folds, "seed": seed}},
+            )  # fmt: skip
+        full.mean_y[..., start:stop] = part.mean_y
+        full.sxy[..., start:stop] = part.sxy
+        full.syy[..., start:stop] = part.syy
+    assert full is not None
+    save_stats(full, path)
+
+
+def solve_only(a: argparse.Namespace) -> None:
+    """``fit_stats`` of saved statistics in this process: the solve stage's time and peak memory alone."""
+    from streamridge.stats.foldstats import load_stats
+
+    rate = gemm_rate()
+    stats = load_stats(a.fit_stats)
+    held = peak_rss_gb()
+    K, N, T = stats.n_folds, stats.n_features, stats.n_targets
+    m = sr.StreamRidgeCV(np.logspace(-1, 5, a.alphas), cv=K, scoring="r2", alpha_per_target=True,
+                         solve_memory=a.solve_memory)  # fmt: skip
+    t = time.perf_counter()
+    m.fit_stats(stats)
+    wall = time.perf_counter() - t
+    flops = solve_flops(K, N, T, a.alphas)
+    best = max(rate, gemm_rate())
+    xy = 8 * K * N * T / 1e9
+    print(
+        f"solve from statistics: {K} folds x {N} features x {T} targets ({stats.n_rows} rows), {a.alphas} alphas"
+    )
+    print(
+        f"  X'Y {xy:.2f} GB; statistics loaded, peak RSS {held:.2f} GB; after the solve {peak_rss_gb():.2f} GB"
+    )
+    print(
+        f"  solve {wall:.1f} s; flops {flops:.3g}, GEMM {best / 1e9:.1f} GFLOP/s: {flops / best:.1f} s; "
+        f"solve / that {wall * best / flops:.2f}x; load {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -243,9 +310,23 @@ def main() -> None:
     ap.add_argument("--many", metavar="STORE", help="many targets from this zarr store (written if missing)")
     ap.add_argument("--solve-memory", default=None, help="solve_memory of the --many fit (default 1 GiB)")
     ap.add_argument("--skip-plain", action="store_true", help="only the banded case")
+    ap.add_argument(
+        "--write-stats", metavar="FILE", help="write the statistics of --rows x --features x --targets"
+    )
+    ap.add_argument(
+        "--fit-stats", metavar="FILE", help="time and peak memory of the solve from these statistics"
+    )
     a = ap.parse_args()
     if a.many:
         many_targets(a)
+        return
+    if a.write_stats:
+        t = time.perf_counter()
+        write_many_stats(a.write_stats, a.rows, a.features, a.targets, a.folds, a.seed)
+        print(f"wrote {a.write_stats} in {time.perf_counter() - t:.0f} s")
+        return
+    if a.fit_stats:
+        solve_only(a)
         return
     K, alphas = a.folds, np.logspace(-1, 5, a.alphas)
     print(

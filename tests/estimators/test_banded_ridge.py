@@ -241,3 +241,21 @@ def test_cross_validated_band_r2_equals_refits(rng, fit_intercept):
             num[:, t] += 2 * parts @ y - parts @ parts.sum(axis=0)
             den[t] += y @ y
     np.testing.assert_allclose(m.band_cv_r2_, num / den, rtol=1e-8, atol=1e-12)
+
+
+def test_classifier_with_bands_equals_brute_force(rng):
+    """A ridge classifier with bands: one weight vector and lambda for all classes, by the summed squared error."""
+    X, _, folds = data(rng)
+    y = np.digitize(X[:, 0] + X[:, 4] + 0.5 * rng.standard_normal(len(X)), [-1.0, 1.0])
+    m = sr.StreamRidgeClassifierCV(ALPHAS, cv="groups", bands=BANDS, band_weights=WEIGHTS).fit(
+        X, y, groups=folds
+    )
+    fits = [
+        sr.StreamRidgeClassifierCV(ALPHAS, cv="groups").fit(X * gains(g), y, groups=folds) for g in WEIGHTS
+    ]
+    best = int(np.argmin([f.cv_errors_[list(ALPHAS).index(f.alpha_)].sum() for f in fits]))
+    np.testing.assert_array_equal(m.band_weights_, WEIGHTS[best])
+    assert m.alpha_ == fits[best].alpha_
+    np.testing.assert_allclose(
+        m.decision_function(X), fits[best].decision_function(X * gains(WEIGHTS[best])), rtol=1e-8
+    )
