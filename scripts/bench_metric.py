@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", required=True)
-    p.add_argument("--scoring", default="r2")
+    p.add_argument("--scoring", default="explained_variance")  # R² and correlation need no metric pass
     p.add_argument("--baseline", type=Path, default=None)
     p.add_argument("--repeats", type=int, default=2)
     a = p.parse_args(argv)

@@ -44,6 +44,7 @@ CHECKS = {
     "distance_features": lambda r: r["mse"] < r["mse_linear"],
     "partial_fit_stream": lambda r: r["gap"] < 1e-6 and r["nrmse"] < 0.7,
     "cluster_job": lambda r: r["same"] == 1.0,
+    "encoding_banded": lambda r: r["r2"] > 0.2 and r["agree"] > 0.8 and r["sum_gap"] < 1e-10,
 }
 
 

@@ -10,6 +10,7 @@ import argparse
 import time
 from typing import Any
 
+from streamridge.cli import bands as cli_bands
 from streamridge.cli import features as cli_features
 from streamridge.cli.output import emit, fit_summary, format_fit
 from streamridge.cli.parser import fill_pass_defaults
@@ -54,6 +55,7 @@ def _estimator(args: argparse.Namespace, **folds: Any) -> Any:
         "progress": not (args.quiet or args.json),
         "skip_nonfinite": args.skip_nonfinite,
         **cli_features.estimator_params(args),
+        **cli_bands.estimator_params(args),
         "nested": getattr(args, "nested", False),
         "scoring": getattr(args, "scoring", None),
         "rescore": getattr(args, "rescore", None),

@@ -16,7 +16,7 @@ def emit(obj: dict[str, Any] | str, *, as_json: bool) -> None:
 def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
     """JSON-safe facts about a fit (printed by ``fit`` and ``demo``)."""
     from streamridge.model_selection.scoring import score_summary
-    from streamridge.report.summary import estimator_summary, scheme_text
+    from streamridge.report.summary import band_summary, estimator_summary, scheme_text
 
     scheme = estimator._spec.scheme.to_dict()
     classes = None if estimator._spec.classes is None else estimator.classes_.tolist()
@@ -36,6 +36,7 @@ def fit_summary(estimator: Any, *, data: str, model: str) -> dict[str, Any]:
         "model": model,
         "nested": getattr(estimator, "nested_summary_", None),
         "scores": score_summary(estimator),
+        "bands": band_summary(estimator),
     }
 
 

@@ -12,6 +12,7 @@ import json
 from typing import Any, NoReturn
 
 from streamridge._version import __version__
+from streamridge.cli import bands as cli_bands
 from streamridge.cli import features as cli_features
 
 PROG = "streamridge"
@@ -123,13 +124,18 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
     p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
     p.add_argument("--nested", action="store_true", help="also nested CV from the same statistics (>= 3 folds)")
-    p.add_argument("--scoring", metavar="NAME", help="choose lambda by this metric (scikit-learn names; one extra pass)")
+    p.add_argument(
+        "--scoring", metavar="NAME",
+        help="choose lambda by this metric (scikit-learn names): r2 and correlation from the statistics, "
+        "others by one extra pass over the rows",
+    )  # fmt: skip
     p.add_argument("--rescore", type=_positive_int, metavar="K", help="with --select and --scoring: re-score the K best steps")
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
     _add_overwrite(p)
     cli_features.add_fit_options(p)
+    cli_bands.add_fit_options(p)
     _common(p)
 
 

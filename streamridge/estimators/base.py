@@ -35,6 +35,7 @@ from streamridge.estimators.params import (
     EstimatorParams,
     check_candidates,
     check_selection,
+    row_scoring,
 )
 from streamridge.estimators.predicting import LinearOutputs
 from streamridge.estimators.selecting import NESTED_ATTRS, select_model
@@ -214,7 +215,7 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
     ) -> Any:
         report = PassReport()
         self._check_params()
-        if partial and self.scoring is not None:
+        if partial and row_scoring(self.scoring, classifier=self._classifier):
             raise ParameterError(
                 "scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)"
             )
@@ -286,7 +287,7 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
         pass (``scoring``) reads those rows again.
         """
         self._check_params()
-        check_candidates(self.features, partial=partial, shard=shard, nested=self.nested, scoring=self.scoring, checkpoint=self.checkpoint)
+        check_candidates(self.features, partial=partial, shard=shard, nested=self.nested, scoring=self.scoring, checkpoint=self.checkpoint, bands=self.bands)
         first = not (partial and hasattr(self, "stats_"))
         src = self._source(X, y, groups, sample_weight, reset=first, labels=classes)
         if src.shape("y") is None:
@@ -369,8 +370,12 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
     # fmt: on
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
         """Refuse, before any pass, what the folds, classes or features rule out (:func:`.params.check_selection`)."""
-        params = {name: getattr(self, name) for name in ("nested", "scoring", "feature_prefixes")}
-        check_selection(params, scheme, n_classes, n_features, classifier=self._classifier)
+        names = ("nested", "scoring", "feature_prefixes", "bands", "band_weights", "random_state", "selection")
+        params = {name: getattr(self, name) for name in names}
+        check_selection(
+            params, scheme, n_classes, n_features, classifier=self._classifier,
+            feature_map=self.__dict__.get("features_"),
+        )  # fmt: skip
 
     def _continued_spans(self, src: Any, offset: int) -> list[list[Any]] | None:
         """The series spans of a ``partial_fit`` call with a stateful map (None without one); see
@@ -413,7 +418,7 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
             E.g. from :func:`streamridge.stats.foldstats.load_stats` or a merge of shards.
         """
         self._check_params()
-        if self.scoring is not None:
+        if row_scoring(self.scoring, classifier=self._classifier):
             raise ParameterError(SCORING_NEEDS_ROWS)
         model = read_stats_meta(stats, classifier=self._classifier)
         if model.labels is not None:
@@ -445,8 +450,8 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
         """
         t0 = time.perf_counter()
         fitted = select_model(
-            stats, self._spec, config_of(self, self.alphas, self._balanced()), classifier=self._classifier,
-            y_1d=self._y_1d, fit_intercept=self.fit_intercept, scoring=self.scoring, rescore=self.rescore,
+            stats, self._spec, config_of(self, self.alphas, self._balanced(), n_features=stats.n_features),
+            classifier=self._classifier, y_1d=self._y_1d, fit_intercept=self.fit_intercept, scoring=self.scoring, rescore=self.rescore,
             nested=self.nested, rows=rows, scheduler=scheduler, progress=self.progress,
             partition_rows=self.chunk_rows,
         )  # fmt: skip

@@ -27,7 +27,7 @@ class RidgeCVCore(StreamRidgeBase):
 
     _parameter_constraints = REGRESSOR_CONSTRAINTS
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None, bands=None, band_weights=None, solve_memory=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -52,6 +52,9 @@ class RidgeCVCore(StreamRidgeBase):
         self.nested = nested
         self.scoring = scoring
         self.rescore = rescore
+        self.bands = bands
+        self.band_weights = band_weights
+        self.solve_memory = solve_memory
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> Self:
         """Stream over the rows once, then choose lambda by K-fold CV and fit on all rows.
@@ -74,11 +77,18 @@ class RidgeCVCore(StreamRidgeBase):
         """
         return self._fit(X, y, groups, sample_weight, partial=True)
 
-    def predict(self, X: Any, groups: Any = None) -> Any:
+    def predict(self, X: Any, groups: Any = None, *, split: bool = False) -> Any:
         """Predictions of shape (n_samples,) or (n_samples, n_targets).
 
         ``groups`` (series id per row) matters only for a stateful feature map.
+        ``split=True`` (a model fitted with ``bands``): each band's part, shape
+        (n_bands, n_samples[, n_targets]), without the intercept: the sum over
+        bands plus ``intercept_`` is the prediction.
         """
+        if split:
+            from streamridge.estimators.split import predict_split
+
+            return predict_split(self, X, groups)
         return self._shape_predictions(self._linear(X, groups))
 
     def _shape_predictions(self, out: Any) -> Any:
@@ -92,7 +102,7 @@ class RidgeClassifierCVCore(StreamRidgeBase):
     _model_name = "StreamRidgeClassifierCV"
     _parameter_constraints = CLASSIFIER_CONSTRAINTS
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None):  # type: ignore[no-untyped-def]
+    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None, bands=None, band_weights=None, solve_memory=None):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -118,6 +128,9 @@ class RidgeClassifierCVCore(StreamRidgeBase):
         self.nested = nested
         self.scoring = scoring
         self.rescore = rescore
+        self.bands = bands
+        self.band_weights = band_weights
+        self.solve_memory = solve_memory
 
     def _balanced(self) -> bool | np.ndarray:
         """``class_weight`` (checked with the parameters) for the forms: a bool, or the factor of each class."""

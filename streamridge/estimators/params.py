@@ -27,8 +27,10 @@ import numpy as np
 from streamridge.datapass.scheduling import StartingCluster
 from streamridge.errors import ParameterError
 from streamridge.folds.splits import check_cv, is_splits
+from streamridge.model_selection.bands import STATS_SCORINGS, check_bands
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import check_nested
+from streamridge.model_selection.solve_memory import solve_bytes
 from streamridge.solvers import SOLVERS
 from streamridge.solvers.grid import check_alphas
 
@@ -124,6 +126,24 @@ def _scheduler(value: Any) -> bool:
     return value is None or isinstance(value, (str, StartingCluster)) or client
 
 
+def _bands(value: Any) -> bool:
+    """None, ``"concat"``, a mapping name -> columns or a list of columns (each band is checked with the features)."""
+    if isinstance(value, str):
+        return value == "concat"
+    return value is None or isinstance(value, (Mapping, Sequence, np.ndarray))
+
+
+def _band_weights(value: Any) -> bool:
+    """None, an int or an array of weight vectors (their number and shape are checked with the bands)."""
+    array = isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, str)
+    return value is None or _is_int(value) or array
+
+
+def row_scoring(scoring: str | None, *, classifier: bool) -> bool:
+    """Whether ``scoring`` needs the metric pass over the rows (all but R² and correlation of a regressor)."""
+    return scoring is not None and (classifier or scoring not in STATS_SCORINGS)
+
+
 def _features(value: Any) -> None:
     """None, a feature map of :mod:`streamridge.features` or a list of candidate maps, with valid parameters."""
     if value is None:
@@ -207,6 +227,13 @@ def _common(*, classifier: bool) -> dict[str, Constraint]:
         "nested": BOOLEAN,
         "scoring": Checked(lambda v: check_scoring(v, classifier=classifier)),
         "rescore": integer(1, optional=True, why="steps of the path to re-score"),
+        "bands": Rule(
+            "None, a list of feature index arrays or slices, a dict name -> columns, or 'concat'", _bands
+        ),
+        "band_weights": Rule(
+            "None, an int (weight vectors to sample) or an array of shape (n_samples, n_bands)", _band_weights
+        ),
+        "solve_memory": Checked(solve_bytes),
     }
 
 
@@ -256,6 +283,9 @@ class EstimatorParams:
     nested: bool
     scoring: str | None
     rescore: int | None
+    bands: Any
+    band_weights: Any
+    solve_memory: Any
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -325,7 +355,7 @@ def check_relations(params: Mapping[str, Any], *, classifier: bool) -> None:
             check_nested(int(cv))
         if is_splits(cv):
             raise ParameterError(NOT_WITH_SPLITS.format("nested=True", "nested"))
-    if scoring is not None and is_splits(cv):
+    if row_scoring(scoring, classifier=classifier) and is_splits(cv):
         raise ParameterError(NOT_WITH_SPLITS.format("scoring=", "scoring"))
     if scoring is not None and classifier and params["alpha_per_target"]:
         raise ParameterError("scoring= chooses one lambda for all classes; drop alpha_per_target or scoring")
@@ -342,20 +372,28 @@ def check_relations(params: Mapping[str, Any], *, classifier: bool) -> None:
 
 
 def check_selection(
-    params: Mapping[str, Any], scheme: Any, n_classes: int | None, n_features: int, *, classifier: bool
+    params: Mapping[str, Any],
+    scheme: Any,
+    n_classes: int | None,
+    n_features: int,
+    *,
+    classifier: bool,
+    feature_map: Any = None,
 ) -> None:
     """Refuse, before any pass, the model selection options that the folds, classes or features rule out.
 
     ``nested=True`` with fewer than 3 folds, a two-class ``scoring`` with more classes,
-    ``feature_prefixes`` beyond the features of the model (a map's output width):
-    each is known from the fold scheme, the labels and the map before a row is
+    ``feature_prefixes`` beyond the features of the model (a map's output width),
+    ``bands`` and ``band_weights`` that do not fit the features (or ``feature_map``,
+    the fitted map, for ``bands="concat"``): each is known from the fold scheme, the labels and the map before a row is
     accumulated.  ``scheme`` None (``partial_fit``, whose folds grow with the
     series): the fold count is checked when the model is selected.
 
     Parameters
     ----------
     params : mapping
-        The estimator's ``nested``, ``scoring`` and ``feature_prefixes``.
+        The estimator's ``nested``, ``scoring``, ``feature_prefixes``, ``bands``,
+        ``band_weights``, ``random_state`` and ``selection``.
     scheme : FoldScheme or None
     n_classes : int or None
         A classifier's classes (None: not known yet, or a regressor).
@@ -370,9 +408,23 @@ def check_selection(
         from streamridge.selection.prefixes import check_prefixes
 
         check_prefixes(params["feature_prefixes"], n_features)
+    check_bands(
+        params["bands"], params["band_weights"], n_features, seed=int(params["random_state"] or 0),
+        feature_map=feature_map, selection=params["selection"], prefixes=params["feature_prefixes"],
+        scoring=params["scoring"],
+    )  # fmt: skip
 
 
-def check_candidates(features: Any, *, partial: bool, shard: bool, nested: bool, scoring: Any, checkpoint: Any) -> None:
+def check_candidates(
+    features: Any,
+    *,
+    partial: bool,
+    shard: bool,
+    nested: bool,
+    scoring: Any,
+    checkpoint: Any,
+    bands: Any = None,
+) -> None:
     """Refuse, before any pass, what candidate feature maps (``features`` a list) cannot do."""
     if not isinstance(features, (list, tuple)):
         return
@@ -382,6 +434,7 @@ def check_candidates(features: Any, *, partial: bool, shard: bool, nested: bool,
         (nested, "nested=True", "drop nested, or nest the fit of one map"),
         (scoring is not None, "scoring=", "drop scoring; the candidates are chosen by squared error"),
         (checkpoint is not None, "checkpoint=", "drop checkpoint"),
+        (bands is not None, "bands=", "drop bands, or fit banded ridge on one map"),
     )
     for on, what, fix in refused:
         if on:

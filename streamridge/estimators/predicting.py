@@ -35,7 +35,6 @@ def affine(X: Any, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     return out
 
 
-
 class LinearOutputs:
     """The linear model of a fitted estimator (``coef_``, ``intercept_``, ``features_``) applied to rows."""
 
@@ -71,6 +70,20 @@ class LinearOutputs:
                 lambda a: affine(a, coef, b), dtype=np.float64, chunks=(X.chunks[0], (coef.shape[0],))
             )
         return self._linear_rows(self._validate_X(X, reset=False))
+
+    def _features_of(self, X: Any, groups: Any = None) -> Any:
+        """The model's features of X (the columns of ``coef_``): checked rows, a dask array, or the map's outputs."""
+        self._check_fitted()
+        lazy = is_lazy(X) and not isinstance(X, str)
+        if not lazy:
+            X = self._validate_X(X, reset=False)
+        if getattr(self, "features_", None) is not None:
+            from streamridge.estimators.mapped import mapped_input
+
+            return mapped_input(self.features_, X, groups)
+        if lazy:
+            validation.check_n_features(X.shape[1], self.n_features_in_, self._model_name)
+        return X
 
     def _linear_rows(self, X: np.ndarray) -> np.ndarray:
         """The linear model of rows already checked, without a feature map: (m, outputs) float64."""

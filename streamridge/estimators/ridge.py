@@ -80,17 +80,37 @@ _COMMON_DOC = """
         folds): for every outer fold, the whole model selection on the other
         folds, scored on that fold (:mod:`streamridge.model_selection.nested`).
     scoring : str or None
-        Choose lambda by this metric (scikit-learn's scorer names: "r2",
-        "neg_mean_absolute_error", "neg_mean_squared_error",
-        "neg_root_mean_squared_error", "explained_variance", "correlation";
-        classifiers "accuracy", "balanced_accuracy", "f1", "f1_macro",
-        "f1_micro", "f1_weighted", "precision", "recall", "roc_auc") from one
-        extra pass over the rows (:mod:`streamridge.model_selection.scoring`), with any feature map
-        (a stateful one runs every series in row order again, washout rows left out,
-        as in the statistics pass).  None: squared error.
+        Choose lambda by this metric, the mean over folds of its per-fold value
+        (scikit-learn's scorer names).  "r2" and "correlation" (Pearson's r,
+        per target) of a regressor are computed from the statistics, with no
+        pass over the rows, for one lambda per target or one for all, plain or
+        banded.  The others ("neg_mean_absolute_error", "neg_mean_squared_error",
+        "neg_root_mean_squared_error", "explained_variance"; classifiers
+        "accuracy", "balanced_accuracy", "f1", "f1_macro", "f1_micro",
+        "f1_weighted", "precision", "recall", "roc_auc") take one extra pass
+        over the rows (:mod:`streamridge.model_selection.scoring`), with any
+        feature map (a stateful one runs every series in row order again,
+        washout rows left out, as in the statistics pass).  None: squared error.
     rescore : int or None
         With ``selection`` and ``scoring``: re-score the ``rescore`` best steps
         of the path by the metric (in the same extra pass) and keep the best.
+    bands : list of index arrays or slices, dict name -> columns, "concat" or None
+        Banded ridge: the feature columns of every band (feature space), every
+        feature in exactly one band; "concat" takes one band per part of a
+        ``Concat`` feature map.  A weight vector gamma (one entry per band)
+        multiplies band b's features by sqrt(gamma_b), so its penalty is
+        lambda / gamma_b; the weight vector and lambda are chosen together by
+        the same K-fold CV, per target with ``alpha_per_target``, from the
+        statistics (no extra pass).  See docs/guide/encoding.md.
+    band_weights : int, array of shape (n_samples, n_bands) or None
+        The weight vectors searched with ``bands``: an int samples that many
+        on the simplex (the equal weights, each band alone, then Dirichlet
+        samples seeded by ``random_state``, as himalaya's ``BandedRidgeCV``);
+        an array gives them; None samples 20 (at least one more than the bands).
+    solve_memory : int, str or None
+        Memory of one batch of targets' per-fold forms in the model selection
+        and the final solve, in bytes or as "2GB"; many targets are scored and
+        solved in batches of this size.  None: 1 GiB.
 """
 
 
@@ -130,7 +150,23 @@ class StreamRidgeCV(RegressorMixin, BaseEstimator, RidgeCVCore):
         (:func:`streamridge.model_selection.nested.nested_summary`).
     cv_scores_ : array of shape (n_alphas, n_folds) or (n_alphas, n_folds, n_targets)
         With ``scoring``: the metric per lambda and fold (per target for
-        several regression targets) of the chosen feature set.
+        several regression targets) of the chosen feature set (with ``bands``:
+        of each target's chosen weight vector).
+    bands_ : list of arrays of int
+        With ``bands``: the feature columns of every band.
+    band_names_ : list of str
+        With ``bands``: the dict's keys, the Concat parts' maps, or band0, band1, ...
+    band_weights_ : array of shape (n_targets, n_bands) or (n_bands,)
+        With ``bands``: the chosen weight vector of every target (one for all
+        without ``alpha_per_target``, or for 1-D y).
+    band_weight_candidates_ : array of shape (n_samples, n_bands)
+        With ``bands``: the weight vectors searched.
+    band_scores_ : array of shape (n_samples, n_targets) or (n_samples,)
+        With ``bands``: each weight vector's mean score over folds (squared
+        error without ``scoring``) at its best lambda, per target (summed over
+        targets for one choice).
+    band_fold_scores_ : array of shape (n_samples, n_alphas, n_folds, n_targets)
+        With ``bands``: every score, when they fit in 256 MB (else only ``band_scores_``).
     rescore_steps_, rescore_scores_ : arrays of shape (rescore,)
         With ``rescore``: the path steps re-scored and their mean score.
     timings_ : dict
@@ -148,6 +184,31 @@ class StreamRidgeCV(RegressorMixin, BaseEstimator, RidgeCVCore):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
+
+    def score(self, X, y, sample_weight=None, *, split=False, groups=None):  # type: ignore[no-untyped-def]
+        """R² of ``predict(X)`` (scikit-learn's ``score``), or with ``split=True`` R² per band and target.
+
+        ``split=True`` (a model fitted with ``bands``; no ``sample_weight``):
+        array of shape (n_bands, n_targets), or (n_bands,) for 1-D y, the
+        product measure of himalaya's ``r2_score_split`` on y and the band
+        predictions centered over the rows; the sum over bands is the R² when
+        the prediction's mean over the rows equals y's.  X may be a dask array
+        (y then a dask or NumPy array), scored one chunk of rows at a time.
+        ``groups`` (series id per row) matters only for a stateful feature map.
+        """
+        if not split:
+            if groups is not None:
+                from sklearn.metrics import r2_score
+
+                return r2_score(y, self.predict(X, groups), sample_weight=sample_weight)
+            return super().score(X, y, sample_weight=sample_weight)
+        if sample_weight is not None:
+            from streamridge.errors import ParameterError
+
+            raise ParameterError("score(split=True) takes no sample_weight; drop it or split=True")
+        from streamridge.estimators.split import score_split
+
+        return score_split(self, X, y, groups)
 
 
 class StreamRidgeClassifierCV(ClassifierMixin, BaseEstimator, RidgeClassifierCVCore):

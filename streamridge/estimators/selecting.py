@@ -16,32 +16,17 @@ import numpy as np
 
 from streamridge.datapass.driver import PassSpec
 from streamridge.errors import InputError, ParameterError
-from streamridge.estimators.params import NOT_WITH_SPLITS, SCORING_NEEDS_ROWS
-from streamridge.forms.build import FullForm, build_forms, build_full_form
+from streamridge.estimators.params import NOT_WITH_SPLITS, SCORING_NEEDS_ROWS, row_scoring
+from streamridge.forms.build import Forms, FullForm, TargetBatches
 from streamridge.model_selection import choose as model_choice
 from streamridge.model_selection.attributes import choice_attributes
-from streamridge.model_selection.choose import Choice, SelectionConfig, path_table
+from streamridge.model_selection.band_split import cv_split_r2
+from streamridge.model_selection.choose import Choice, SelectionConfig, path_table, selection_forms
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import chosen_cv_error, nested_cv, nested_summary
-from streamridge.solvers import fold_errors, solve_full
+from streamridge.model_selection.refit import refit
+from streamridge.solvers import fold_errors
 from streamridge.stats.foldstats import FoldStats
-from streamridge.stats.magnitudes import check_finite
-
-
-def refit(full: FullForm, choice: Choice) -> tuple[np.ndarray, np.ndarray]:
-    """The chosen model fitted on all rows: coef of shape (T, N), zero off the chosen set, and intercept (T,)."""
-    N, T = full.B.shape
-    coef = np.zeros((T, N))
-    if not choice.support.any():
-        return coef, full.y_offset.copy()
-    sub = np.flatnonzero(choice.support)
-    full_s = FullForm(
-        full.A[np.ix_(sub, sub)], full.B[sub], full.x_offset[sub], full.y_offset, full.scale[sub], full.n
-    )
-    c, intercept = solve_full(full_s, choice.alphas[choice.index])
-    check_finite(c, "coefficients")
-    coef[:, sub] = c
-    return coef, intercept
 
 
 def _rescored_supports(
@@ -131,11 +116,12 @@ def choose_by_metric(
 
 
 def nested_attributes(
-    stats: FoldStats, forms: Any, config: SelectionConfig, cv_error: float, *, one_output: bool
+    stats: FoldStats, forms: Forms | None, config: SelectionConfig, cv_error: float, *, one_output: bool
 ) -> dict[str, Any]:
     """``nested_cv_errors_`` and ``nested_summary_``: nested CV from the same statistics and config.
 
     See :mod:`streamridge.model_selection.nested`; ``one_output``: a 1-D y, one error per fold.
+    ``forms``: the outer folds' forms (None: forms by batches of targets, built again there).
     """
     res = nested_cv(stats, config, outer=forms)
     return {
@@ -184,28 +170,27 @@ def _check_weights(stats: FoldStats, *, classifier: bool) -> None:
         )
 
 
-def model_forms(stats: FoldStats, spec: PassSpec, config: SelectionConfig) -> tuple[Any, FullForm]:
+def model_forms(
+    stats: FoldStats, spec: PassSpec, config: SelectionConfig, *, whole: bool = True
+) -> tuple[Forms | TargetBatches, FullForm]:
     """The per-fold forms and the training form of all rows that the model is selected from.
+
+    :func:`streamridge.model_selection.choose.selection_forms`: with ``whole`` False
+    and more targets than ``config.max_bytes`` holds, the forms by batches of targets.
 
     Raises
     ------
     ParameterError
         ``alpha_rule='1se'`` with fewer than 2 validated folds.
     """
-    fi, std, bal = config.fit_intercept, config.standardize, config.balanced
-    forms = build_forms(
-        stats,
-        fit_intercept=fi,
-        standardize=std,
-        balanced=bal,
-        train_only=spec.scheme.train_only,
-        forward=spec.scheme.forward,
+    forms, full = selection_forms(
+        stats, config, train_only=spec.scheme.train_only, forward=spec.scheme.forward, whole=whole
     )
     if config.one_se and forms.n_folds < 2:
         raise ParameterError(
             "alpha_rule='1se' needs at least 2 validated folds (for its standard error); these cv splits validate 1"
         )
-    return forms, build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
+    return forms, full
 
 
 def select_candidate(
@@ -269,18 +254,21 @@ def select_model(
     scheduler, progress, partition_rows :
         Of the metric pass (``partition_rows``: the estimator's ``chunk_rows``).
     """
+    by_rows = row_scoring(scoring, classifier=classifier)
     if spec.scheme.kind == "splits":  # statistics of explicit splits (fit_stats)
-        for on, what, name in ((nested, "nested=True", "nested"), (scoring, "scoring=", "scoring")):
+        for on, what, name in ((nested, "nested=True", "nested"), (by_rows, "scoring=", "scoring")):
             if on:
                 raise ParameterError(NOT_WITH_SPLITS.format(what, name))
     _check_weights(stats, classifier=classifier)
-    forms, full = model_forms(stats, spec, config)
+    forms, full = model_forms(stats, spec, config, whole=by_rows)
     choice = model_choice.choose_model(
         forms, full, config
     )  # looked up when called: one function for all callers
+    if choice.banded is not None:
+        choice = dataclasses.replace(choice, band_r2=cv_split_r2(forms, choice))
     metric: dict[str, Any] = {}
     metric_s = 0.0
-    if scoring is not None:
+    if scoring is not None and by_rows:
         if rows is None:
             raise ParameterError(SCORING_NEEDS_ROWS)
         t0 = time.perf_counter()
@@ -290,10 +278,11 @@ def select_model(
         )  # fmt: skip
         metric_s = time.perf_counter() - t0
     one = y_1d and not classifier
-    coef, intercept = refit(full, choice)
+    coef, intercept = refit(full if isinstance(forms, Forms) else forms, choice)
     attrs = {**choice_attributes(choice, one_output=one), **metric}
     attrs.update(coefficients(coef, intercept, one_output=one, fit_intercept=fit_intercept))
     if nested:
         cv_error = chosen_cv_error(choice.errors, choice.index, config.per_target)
-        attrs.update(nested_attributes(stats, forms, config, cv_error, one_output=one))
+        outer = forms if isinstance(forms, Forms) else None
+        attrs.update(nested_attributes(stats, outer, config, cv_error, one_output=one))
     return FittedModel(attrs, metric_s)

@@ -34,6 +34,7 @@ weight w counts as w rows, a row of weight 0 as none.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,30 @@ from streamridge.forms.parts import (
 from streamridge.parallel import map_folds
 from streamridge.stats.foldstats import FoldStats
 from streamridge.stats.magnitudes import check_finite, check_stats_range
+
+
+@dataclass
+class ValidationMoments:
+    """Weighted moments of each validation fold about its own means.
+
+    Attributes
+    ----------
+    n : array of shape (K,)
+        Weight sums (after class weights).
+    mean_x : array of shape (K, N)
+    mean_y : array of shape (K, T)
+    syy : array of shape (K, T)
+        ``sum_i w_i (y_i - mean_y)²``: the denominator of R².
+    """
+
+    n: np.ndarray
+    mean_x: np.ndarray
+    mean_y: np.ndarray
+    syy: np.ndarray
+
+    def subset(self, features: np.ndarray) -> ValidationMoments:
+        """The moments of a subset of features."""
+        return ValidationMoments(self.n, self.mean_x[:, np.asarray(features)], self.mean_y, self.syy)
 
 
 @dataclass
@@ -69,6 +94,8 @@ class Forms:
         Feature scale (ones unless standardize).
     n_train, n_val : arrays of shape (K,)
         Weight sums of each part (after class weights).
+    moments : ValidationMoments or None
+        The validation folds' own moments (R² and correlation need them), when built ``with_moments``.
     """
 
     At: np.ndarray
@@ -81,6 +108,7 @@ class Forms:
     scale: np.ndarray
     n_train: np.ndarray
     n_val: np.ndarray
+    moments: ValidationMoments | None = None
 
     @property
     def n_folds(self) -> int:
@@ -101,6 +129,7 @@ class Forms:
             self.scale[:, f],
             self.n_train,
             self.n_val,
+            None if self.moments is None else self.moments.subset(f),
         )
 
 
@@ -146,6 +175,43 @@ def part_factors(stats: FoldStats, balanced: bool | np.ndarray, *, forward: bool
     return ft, fv
 
 
+def validation_moments(
+    stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0
+) -> ValidationMoments:
+    """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build.build_forms` weighs them.
+
+    Parameters
+    ----------
+    stats : FoldStats
+    balanced : bool or array of shape (n_classes,)
+        Class weights, as given to ``build_forms``.
+    train_only : int
+        Leading folds that are never validated, as given to ``build_forms``.
+
+    Returns
+    -------
+    ValidationMoments
+        One row per validated fold, in the order of the forms.
+
+    Notes
+    -----
+    A fold is the cells (k, c) of its classes, cell c weighted by the class
+    factor ``g_c``.  With ``v_c = g_c n_c`` and ``mean = sum v_c mean_c / sum v_c``
+    its centered ``syy`` is ``sum g_c syy_c + sum v_c (mean_c - mean)²``
+    (:mod:`streamridge.forms.parts`): sums of non-negative terms, no cancellation.
+    """
+    _, fv = part_factors(stats, balanced)
+    v = (stats.weight * fv)[train_only:]  # (K, C)
+    n = v.sum(axis=1)
+    safe = np.where(n > 0, n, 1.0)[:, None]
+    mean_x = np.einsum("kc,kcn->kn", v, stats.mean_x[train_only:]) / safe
+    mean_y = np.einsum("kc,kct->kt", v, stats.mean_y[train_only:]) / safe
+    dev = stats.mean_y[train_only:] - mean_y[:, None, :]
+    within = np.einsum("kc,kct->kt", fv[train_only:], stats.syy[train_only:])
+    syy = within + np.einsum("kc,kct->kt", v, dev * dev)
+    return ValidationMoments(n, mean_x, mean_y, syy)
+
+
 #: folds' forms are built on threads from this many features: below it a form is a few memory-bound
 #: passes over N x N doubles (0.3-0.5 ms at N = 200) and two threads only contend for memory and page
 #: faults (K = 23, N = 200: 13-14 ms on 2 threads against 10-11 ms on one; K = 10, N = 1000: equal)
@@ -181,6 +247,7 @@ def build_forms(
     balanced: bool | np.ndarray = False,
     train_only: int = 0,
     forward: bool = False,
+    with_moments: bool = False,
 ) -> Forms:
     """Training and validation quadratic forms of every validated fold (see module docstring).
 
@@ -196,6 +263,8 @@ def build_forms(
     forward : bool
         Train fold k on folds ``0 .. k-1`` only (forward chaining, as
         scikit-learn's TimeSeriesSplit) instead of on all other folds.
+    with_moments : bool
+        Also the validation folds' own moments (:func:`validation_moments`).
 
     Raises
     ------
@@ -241,7 +310,8 @@ def build_forms(
     # PSD forms: off-diagonal entries are bounded by the diagonal ones, which are checked
     for a in (np.diagonal(At, axis1=1, axis2=2), Bt, np.diagonal(Av, axis1=1, axis2=2), Bv, cv):
         check_finite(a, "per-fold quadratic forms")
-    return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, n_train, n_val)
+    moments = validation_moments(stats, balanced=balanced, train_only=train_only) if with_moments else None
+    return Forms(At, Bt, Av, Bv, cv, xo, yo, sc, n_train, n_val, moments)
 
 
 def build_full_form(
@@ -289,3 +359,119 @@ def check_folds(stats: FoldStats, *, balanced: bool | np.ndarray = False) -> Non
                 f"class {name} has no rows; class_weight='balanced' weights every class by its rows and cannot "
                 "weight an empty one: drop the class from classes=, or give it rows, or drop class_weight='balanced'"
             )
+
+
+def select_targets(stats: FoldStats, cols: slice) -> FoldStats:
+    """The statistics of the targets ``cols`` only (views of the arrays, no copy)."""
+    return FoldStats(
+        stats.weight,
+        stats.count,
+        stats.mean_x,
+        stats.mean_y[..., cols],
+        stats.sxx,
+        stats.sxy[..., cols],
+        stats.syy[..., cols],
+        stats.meta,
+    )
+
+
+def target_batch_width(n_folds: int, n_features: int, max_bytes: int) -> int:
+    """Targets per batch whose forms fit ``max_bytes``: ``Bt``, ``Bv`` (K x N each) and the full form's ``B`` (N)."""
+    per_target = 8 * ((2 * n_folds + 1) * n_features + 4 * n_folds + 2)
+    return max(1, int(max_bytes) // per_target)
+
+
+class TargetBatches:
+    """The forms of the statistics' targets, built one batch of target columns at a time.
+
+    The forms of T targets take ``2 K N T`` doubles (``Bt`` and ``Bv``) beside
+    the statistics' own ``K N T``; built in batches of ``width`` targets, the
+    model selection and the final solve hold one batch's forms at a time.
+    ``At``, ``Av`` and ``A`` depend on the features only and are the same in
+    every batch.
+
+    Parameters
+    ----------
+    stats : FoldStats
+    width : int
+        Targets per batch.
+    fit_intercept, standardize, balanced, train_only, forward, with_moments
+        As :func:`build_forms` takes them.
+
+    A single batch is built once and kept.
+    """
+
+    def __init__(
+        self,
+        stats: FoldStats,
+        *,
+        width: int,
+        fit_intercept: bool = True,
+        standardize: bool = False,
+        balanced: bool | np.ndarray = False,
+        train_only: int = 0,
+        forward: bool = False,
+        with_moments: bool = False,
+    ) -> None:
+        self.stats = stats
+        self.width = max(1, int(width))
+        self.fit_intercept, self.standardize, self.balanced = bool(fit_intercept), bool(standardize), balanced
+        self.train_only, self.forward, self.with_moments = int(train_only), bool(forward), bool(with_moments)
+        self._kept: Forms | None = None
+
+    @property
+    def n_targets(self) -> int:
+        """Number of targets T."""
+        return self.stats.n_targets
+
+    @property
+    def n_folds(self) -> int:
+        """Number of validated folds."""
+        return self.stats.n_folds - self.train_only
+
+    def slices(self) -> list[slice]:
+        """The target columns of every batch, in order."""
+        T = self.n_targets
+        return [slice(s, min(T, s + self.width)) for s in range(0, max(T, 1), self.width)]
+
+    @property
+    def n_features(self) -> int:
+        """Number of features N."""
+        return self.stats.n_features
+
+    def forms(self, cols: slice = slice(None)) -> Forms:
+        """:func:`build_forms` of the targets ``cols``."""
+        if self._kept is not None and cols == self.slices()[0]:
+            return self._kept
+        forms = build_forms(
+            select_targets(self.stats, cols), fit_intercept=self.fit_intercept, standardize=self.standardize,
+            balanced=self.balanced, train_only=self.train_only, forward=self.forward, with_moments=self.with_moments,
+        )  # fmt: skip
+        if len(self.slices()) == 1 and cols == self.slices()[0]:
+            self._kept = forms
+        return forms
+
+    def batches(self) -> Iterator[tuple[slice, Forms]]:
+        """The target columns and forms of every batch, one batch in memory at a time."""
+        for cols in self.slices():
+            yield cols, self.forms(cols)
+
+    def full(self, cols: slice = slice(None)) -> FullForm:
+        """:func:`build_full_form` of the targets ``cols``."""
+        return build_full_form(
+            select_targets(self.stats, cols), fit_intercept=self.fit_intercept, standardize=self.standardize,
+            balanced=self.balanced,
+        )  # fmt: skip
+
+
+def each_batch(forms: Forms | TargetBatches) -> Iterator[tuple[slice, Forms]]:
+    """The target columns and forms of every batch: the forms themselves, or :meth:`TargetBatches.batches`."""
+    if isinstance(forms, Forms):
+        yield slice(0, int(forms.Bt.shape[2])), forms
+    else:
+        yield from forms.batches()
+
+
+def n_targets_of(forms: Forms | TargetBatches) -> int:
+    """Number of targets of forms or target batches."""
+    return int(forms.Bt.shape[2]) if isinstance(forms, Forms) else forms.n_targets

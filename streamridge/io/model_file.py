@@ -20,13 +20,15 @@ Layout of a model file (``np.savez``, read back with ``allow_pickle=False``):
     cv_scores          (n_alphas, n_folds[, n_targets]) metric per lambda and fold, with scoring
     cv_confusion       (n_folds, n_classes, n_classes) a classifier's confusion counts at the chosen lambda
     rescore_steps, rescore_scores  (rescore,) with rescore
+    band_*             a banded model's bands, weights and scores (:mod:`streamridge.io.band_arrays`)
     stats_<name>       the FoldStats arrays, with ``include_stats=True``
 
 The header holds ``format`` ("streamridge-model"), ``format_version``, the
 streamridge version, the estimator class and its JSON-safe parameters, feature
 and target names, ``n_features_in_``, the fold scheme, timings, the selection
 path, the ``y_1d`` flag, the classes and (optional) the data ``source`` and the
-row count of every (fold, class) cell ``fold_count``.  A reader of a newer format version
+row count of every (fold, class) cell ``fold_count``; a banded model's ``band_names`` and
+``band_summary``.  A reader of a newer format version
 refuses the file instead of guessing.
 """
 
@@ -43,9 +45,10 @@ from streamridge._version import __version__
 from streamridge.datapass.spec import PassSpec
 from streamridge.errors import ModelFileError
 from streamridge.folds.schemes import FoldScheme
+from streamridge.io.band_arrays import band_arrays, load_bands
 from streamridge.io.model_json import UNSAFE, decode_path, encode_path, json_safe
 from streamridge.io.schema import check_model, not_an_npz
-from streamridge.report.summary import estimator_summary
+from streamridge.report.summary import band_summary, estimator_summary
 from streamridge.stats.foldstats import STATS_FORMAT, FoldStats, atomic_write_npz
 
 MODEL_FORMAT = "streamridge-model"
@@ -174,6 +177,7 @@ def _model_arrays(estimator: Any, stats: FoldStats | None) -> dict[str, np.ndarr
     for name in _SCORE_ARRAYS:
         if hasattr(estimator, name + "_"):
             arrays[name] = np.asarray(getattr(estimator, name + "_"))
+    arrays.update(band_arrays(estimator))
     return arrays
 
 
@@ -231,6 +235,9 @@ def _header(estimator: Any, stats: FoldStats | None, *, include_stats: bool) -> 
     )
 
     header["score_summary"] = json_safe(score_summary(estimator))
+    names = getattr(estimator, "band_names_", None)
+    header["band_names"] = None if names is None else [str(n) for n in names]
+    header["band_summary"] = json_safe(band_summary(estimator))
     if header["stats_meta"] is UNSAFE:
         header["stats_meta"] = json_safe(meta, str)
     return header
@@ -415,6 +422,7 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], *, core: bool 
     for name in _SCORE_ARRAYS:
         if name in arrays:
             setattr(est, name + "_", arrays[name])
+    load_bands(est, header, arrays)
     if "fold_weight" in arrays:
         est._fold_weight = arrays["fold_weight"]
     est._model_header = header

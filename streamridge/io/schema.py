@@ -165,6 +165,8 @@ _MODEL_FIELDS: dict[str, Check] = {
     "nested_summary": _type((dict,), "an object", none=True),
     "candidates": _candidates,  # candidate feature maps' results (candidates_)
     "score_summary": _type((dict,), "an object", none=True),
+    "band_names": _str_list(),  # a banded model's bands (streamridge.io.band_arrays)
+    "band_summary": _type((dict,), "an object", none=True),
 }
 _MODEL_REQUIRED = (
     "estimator",
@@ -262,6 +264,7 @@ def _model_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Non
     if h.get("selected_features") is not None and any(not 0 <= i < n for i in h["selected_features"]):
         raise _Invalid(f"selected_features has indices outside [0, {n})")
     _score_arrays(arrays, n_alphas, k, t, 1 if classes is None else len(classes))
+    _band_arrays(h, arrays, n, n_alphas, k, t)
     if h.get("has_stats"):
         missing = [a for a in _STATS_NAMES if f"stats_{a}" not in arrays]
         if missing:
@@ -278,6 +281,31 @@ def _score_arrays(arrays: Mapping[str, np.ndarray], n_alphas: int, k: int, t: in
         r = arrays["rescore_steps"].shape[:1]
         _shape(arrays, "rescore_steps", [r], kinds="iu")
         _shape(arrays, "rescore_scores", [r])
+
+
+def _band_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray], n: int, n_alphas: int, k: int, t: int) -> None:
+    """A banded model's arrays (streamridge.io.band_arrays): present with ``band_names``, shapes of its bands."""
+    names = h.get("band_names")
+    present = [a for a in arrays if a.startswith("band_")]
+    if names is None:
+        if present:
+            raise _Invalid(f"arrays {sorted(present)} of a banded model but no band_names")
+        return
+    nb = len(names)
+    if nb < 1 or "band_index" not in arrays:
+        raise _Invalid("band_names is given but the array band_index (the band of every feature) is missing")
+    _shape(arrays, "band_index", [(n,)], kinds="iu")
+    index = arrays["band_index"]
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= nb):
+        raise _Invalid(f"band_index holds bands outside [0, {nb}) for {nb} band_names")
+    if "band_weight_candidates" in arrays:
+        c = arrays["band_weight_candidates"]
+        _shape(arrays, "band_weight_candidates", [(c.shape[0], nb)] if c.ndim == 2 and c.shape[0] else [(1, nb)])
+        s = int(c.shape[0])
+        _shape(arrays, "band_scores", [(s,), (s, t)])
+        _shape(arrays, "band_fold_scores", [(s, n_alphas, k, t)])
+    _shape(arrays, "band_weights", [(nb,), (t, nb)])
+    _shape(arrays, "band_cv_r2", [(nb,), (nb, t)])
 
 
 _STATS_NAMES = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")

@@ -26,8 +26,11 @@ on the rows of the other folds, for every outer fold.  Cost: K model
 selections on statistics already in memory, run concurrently on the cores
 (:func:`streamridge.parallel.map_folds`).
 
-Nested CV selects and scores by squared error (the statistics hold no more);
-``scoring=`` (a metric from an extra pass over rows) does not change it.
+The inner selections choose as the fit does: by squared error, or by R² or
+correlation (``scoring``, from the statistics), plain or banded ridge (a
+banded model is scored with each target's weight vector and lambda).  The
+outer folds are scored by squared error; a metric of the metric pass
+(``scoring=`` of a classifier, or another regression metric) does not enter nested CV.
 
 The plain CV error of the model chosen on all folds is optimistic because the
 same folds chose and scored it; :func:`nested_summary` reports how far below
@@ -36,12 +39,13 @@ the nested estimate it lies.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from streamridge.errors import FoldError, ParameterError
-from streamridge.forms.build import Forms, build_forms, build_full_form
+from streamridge.forms.build import Forms, build_forms
 from streamridge.model_selection import choose
 
 # re-exported: the model selection's names stay importable from here
@@ -50,6 +54,7 @@ from streamridge.model_selection.choose import SelectionConfig as SelectionConfi
 from streamridge.model_selection.choose import choose_model as choose_model
 from streamridge.model_selection.choose import config_of as config_of
 from streamridge.parallel import map_folds
+from streamridge.solvers.banded import feature_gains
 from streamridge.solvers.linalg import psd_eigh, spectral_solve
 from streamridge.stats.foldstats import FoldStats
 
@@ -85,21 +90,44 @@ def drop_fold(stats: FoldStats, fold: int) -> FoldStats:
     return FoldStats.from_arrays([getattr(stats, a)[keep] for a in _FIELDS], stats.meta)
 
 
-def score_fold(forms: Forms, k: int, support: np.ndarray, alpha: float | np.ndarray) -> np.ndarray:
+def score_fold(
+    forms: Forms, k: int, support: np.ndarray, alpha: float | np.ndarray, gains: np.ndarray | None = None
+) -> np.ndarray:
     """Validation squared error of shape (T,) on fold k of the model fitted on its training part.
 
     ``W = (At[S,S] + alpha I)^+ Bt[S]`` by one eigendecomposition with the
     numerical null space removed (:mod:`streamridge.solvers.linalg`), scored by
     ``W' Av W - 2 W' Bv + cv``; an empty set scores ``cv`` (intercept only).
+    With ``gains`` (banded ridge), of the features scaled by them
+    (``A -> G A G``, ``B -> G B``; features of gain 0 left out).
     """
-    S = np.flatnonzero(support)
+    S = np.flatnonzero(support if gains is None else support & (gains > 0))
     if S.size == 0:
         return forms.cv[k].copy()
-    W = spectral_solve(
-        psd_eigh(forms.At[k][np.ix_(S, S)]), forms.Bt[k][S], np.asarray(alpha, dtype=np.float64)
-    )
-    Av, Bv = forms.Av[k][np.ix_(S, S)], forms.Bv[k][S]
+    At, Bt, Av, Bv = forms.At[k][np.ix_(S, S)], forms.Bt[k][S], forms.Av[k][np.ix_(S, S)], forms.Bv[k][S]
+    if gains is not None:
+        g = gains[S]
+        At, Av, Bt, Bv = At * np.outer(g, g), Av * np.outer(g, g), Bt * g[:, None], Bv * g[:, None]
+    W = spectral_solve(psd_eigh(At), Bt, np.asarray(alpha, dtype=np.float64))
     return np.einsum("nt,nt->t", W, Av @ W) - 2.0 * np.einsum("nt,nt->t", W, Bv) + forms.cv[k]
+
+
+def score_choice(forms: Forms, k: int, choice: Choice) -> np.ndarray:
+    """:func:`score_fold` of a chosen model, shape (T,): banded ridge by each target's weight vector."""
+    if choice.banded is None or choice.bands is None:
+        return score_fold(forms, k, choice.support, choice.alpha)
+    T, N = forms.cv.shape[1], forms.At.shape[1]
+    w_idx = np.broadcast_to(np.asarray(choice.banded.weight_index), (T,))
+    alpha = np.broadcast_to(np.asarray(choice.alpha, dtype=np.float64), (T,))
+    out = np.empty(T)
+    for s in np.unique(w_idx):
+        cols = np.flatnonzero(w_idx == s)
+        sub = dataclasses.replace(
+            forms, Bt=forms.Bt[:, :, cols], Bv=forms.Bv[:, :, cols], cv=forms.cv[:, cols]
+        )
+        gains = feature_gains(list(choice.bands.columns), choice.bands.weights[s], N)
+        out[cols] = score_fold(sub, k, choice.support, alpha[cols], gains)
+    return out
 
 
 def check_nested(n_folds: int) -> None:
@@ -169,12 +197,11 @@ def nested_cv(stats: FoldStats, cfg: SelectionConfig, *, outer: Forms | None = N
     def one(o: int) -> tuple[np.ndarray, float | np.ndarray, np.ndarray]:
         inner = drop_fold(stats, o)
         try:
-            forms = build_forms(inner, fit_intercept=fi, standardize=std, balanced=bal)
-            full = build_full_form(inner, fit_intercept=fi, standardize=std, balanced=bal)
+            forms, full = choose.selection_forms(inner, cfg)
         except FoldError as exc:
             raise FoldError(f"nested CV, outer fold {o}: {exc}") from None
         c = choose.choose_model(forms, full, cfg)  # the very model selection of a fit
-        return score_fold(forms_o, o, c.support, c.alpha), c.alpha, c.support
+        return score_choice(forms_o, o, c), c.alpha, c.support
 
     done = map_folds(one, stats.n_folds)  # outer folds on the cores; inner work runs serially in each
     errors, alphas, supports = (list(c) for c in zip(*done))

@@ -2,8 +2,8 @@
 
 Sections, each present only when the model holds what it needs (otherwise a
 sentence says why): data and pass summary; CV error against lambda; lambda per
-target; nested CV and scores; selection path; prefix curve; classes;
-coefficients (:mod:`streamridge.report.sections`).  Figures come from
+target; band weights and per-band R² of a banded model; nested CV and scores;
+selection path; prefix curve; classes; coefficients (:mod:`streamridge.report.sections`).  Figures come from
 :mod:`streamridge.report.plot`; the file is written atomically, and ``--png DIR``
 also saves each figure as a PNG file.
 """
@@ -20,6 +20,7 @@ from streamridge.io.output_kinds import REPORT_GENERATOR as GENERATOR
 from streamridge.report.sections import (
     FIGURE_KEYS,
     Section,
+    bands_section,
     candidates_section,
     classes_section,
     coefficients_section,
@@ -48,6 +49,7 @@ def build_sections(model: Any, header: dict[str, Any], path: str) -> list[Sectio
         lambda_section(model),
         candidates_section(model),
         targets_section(model),
+        *bands_section(model),
         nested_section(model),
         selection_section(model),
         prefix_section(model),

@@ -27,6 +27,8 @@ from streamridge.report import plot_data
 
 __all__ = [
     "MissingDependencyError",
+    "band_r2",
+    "band_weights",
     "class_errors",
     "coefficients",
     "cv_curve",
@@ -143,6 +145,75 @@ def target_alphas(model: Any, ax: Any = None, *, bins: int = 20) -> Any:
     ax.hist(np.log10(alphas), bins=edges, color="C0")
     ax.set_xlabel("log10(lambda) chosen per target")
     ax.set_ylabel("targets")
+    return ax
+
+
+# ---------------------------------------------------------------------- bands
+def _band_data(model: Any) -> plot_data.BandWeights:
+    data = plot_data.band_weights(model)
+    if data is None:
+        raise NothingToPlotError("the model has no bands (fit with bands=)")
+    return data
+
+
+def band_weights(model: Any, ax: Any = None, *, bins: int = 20) -> Any:
+    """The chosen weight of every band per target: a simplex for three bands, else one histogram per band.
+
+    Returns
+    -------
+    matplotlib Axes
+        Three bands: one point per target in the triangle whose corners are the
+        bands alone (``ax.collections[0]``).  Otherwise one step histogram per band
+        of its weight over the targets (``ax.patches``), heights summing to the targets.
+
+    Raises
+    ------
+    NothingToPlotError
+        If the model was fitted without bands.
+    """
+    data = _band_data(model)
+    ax = _axes(ax)
+    W = data.weights / np.maximum(data.weights.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+    if W.shape[1] == 3:
+        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
+        xy = W @ corners
+        ax.plot(*np.vstack([corners, corners[:1]]).T, color="0.5", lw=0.8)
+        ax.scatter(xy[:, 0], xy[:, 1], s=8, alpha=0.5, color="C0")
+        for (x, y), name, dy in zip(corners, data.names, (-0.06, -0.06, 0.03)):
+            ax.text(x, y + dy, name, ha="center", fontsize=9)
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+        ax.set_title("band weights per target (a corner: that band alone)", fontsize=10)
+        return ax
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    for b, name in enumerate(data.names):
+        ax.hist(W[:, b], bins=edges, histtype="step", lw=1.5, label=name)
+    ax.set_xlabel("weight of the band (the weights of a target sum to 1)")
+    ax.set_ylabel("targets")
+    ax.legend(fontsize=8, loc="best")
+    return ax
+
+
+def band_r2(model: Any, ax: Any = None, *, bins: int = 30) -> Any:
+    """Histogram over targets of every band's cross-validated R² (``band_cv_r2_``).
+
+    Raises
+    ------
+    NothingToPlotError
+        If the model was fitted without bands or holds no per-band R².
+    """
+    data = _band_data(model)
+    if data.r2 is None:
+        raise NothingToPlotError("the model holds no per-band R² (band_cv_r2_)")
+    ax = _axes(ax)
+    lo, hi = float(np.min(data.r2)), float(np.max(data.r2))
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    for b, name in enumerate(data.names):
+        ax.hist(data.r2[b], bins=edges, histtype="step", lw=1.5, label=name)
+    ax.axvline(0.0, color="0.5", lw=0.8)
+    ax.set_xlabel("cross-validated R² of the band (split of the model's R²)")
+    ax.set_ylabel("targets")
+    ax.legend(fontsize=8, loc="best")
     return ax
 
 

@@ -112,6 +112,35 @@ def target_alphas(model: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 @dataclass
+class BandWeights:
+    """The chosen weight vector of every target of a banded model, and each band's CV R² where known.
+
+    Attributes
+    ----------
+    names : list of str
+        One per band.
+    weights : array of shape (T, n_bands)
+        Rows on the simplex for sampled weight vectors (they sum to 1).
+    r2 : array of shape (n_bands, T) or None
+        ``band_cv_r2_``: the cross-validated R² of every band and target.
+    """
+
+    names: list[str]
+    weights: np.ndarray
+    r2: np.ndarray | None
+
+
+def band_weights(model: Any) -> BandWeights | None:
+    """The chosen band weights per target (and the per-band CV R²), or None for a model fitted without bands."""
+    if getattr(model, "bands_", None) is None:
+        return None
+    W = np.atleast_2d(np.asarray(model.band_weights_, dtype=np.float64))
+    r2 = getattr(model, "band_cv_r2_", None)
+    r2 = None if r2 is None else np.asarray(r2, dtype=np.float64).reshape(W.shape[1], -1)
+    return BandWeights([str(n) for n in model.band_names_], W, r2)
+
+
+@dataclass
 class SelectionSteps:
     """A selection path as columns (step 0 is the starting set).
 
@@ -162,8 +191,17 @@ def selection_steps(model: Any) -> SelectionSteps | None:
         steps = getattr(path, "steps", path)
         if not isinstance(steps, (list, tuple)) or not steps:
             return None
-        rows = [(s.feature, s.n_features, s.alpha if np.ndim(s.alpha) == 0 else np.nan, s.cv_error, s.std_error) for s in steps]
-        dt = [("feature", "i8"), ("n_features", "i8"), ("alpha", "f8"), ("cv_error", "f8"), ("std_error", "f8")]
+        rows = [
+            (s.feature, s.n_features, s.alpha if np.ndim(s.alpha) == 0 else np.nan, s.cv_error, s.std_error)
+            for s in steps
+        ]
+        dt = [
+            ("feature", "i8"),
+            ("n_features", "i8"),
+            ("alpha", "f8"),
+            ("cv_error", "f8"),
+            ("std_error", "f8"),
+        ]
         path = np.array(rows, dtype=dt)
     best = getattr(model, "selection_best_step_", None)
     direction = getattr(model, "selection", None)
@@ -294,8 +332,12 @@ def class_validation_mse(model: Any) -> np.ndarray | None:
     stats = getattr(model, "stats_", None)
     if stats is None or not hasattr(model, "classes_") or stats.n_classes != len(model.classes_):
         return None
-    forms = build_forms(stats, fit_intercept=bool(model.fit_intercept), standardize=bool(model.standardize),
-                        balanced=model._balanced())
+    forms = build_forms(
+        stats,
+        fit_intercept=bool(model.fit_intercept),
+        standardize=bool(model.standardize),
+        balanced=model._balanced(),
+    )
     sub = np.flatnonzero(np.asarray(model.support_, dtype=bool))
     T = stats.n_targets
     a = np.broadcast_to(np.asarray(model.alpha_, dtype=np.float64), (T,))

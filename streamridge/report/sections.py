@@ -1,7 +1,7 @@
 """The sections of ``streamridge report``: each a title, a figure and HTML text, or the reason it is left out.
 
-Data and pass summary; CV error against lambda; lambda per target; nested CV and
-scores; selection path; prefix curve; classes; coefficients.  Each is built from a
+Data and pass summary; CV error against lambda; lambda per target; band weights
+and per-band R² of a banded model; nested CV and scores; selection path; prefix curve; classes; coefficients.  Each is built from a
 loaded model and its header only when the model holds what it needs; figures come
 from :mod:`streamridge.report.plot` (as PNG bytes), their numbers from
 :mod:`streamridge.report.plot_data`.  :mod:`streamridge.report.html` puts them in one document.
@@ -25,7 +25,7 @@ MAX_TABLE_ROWS = 40
 #: height in inches of a figure with one bar (or label) per line, per line, and at most
 LINE_INCHES, MAX_FIGURE_INCHES = 0.2, 24.0
 #: the sections that can have a figure (``--png DIR`` writes ``DIR/<key>.png``)
-FIGURE_KEYS = ("lambda", "targets", "selection", "prefix", "classes", "coefficients")
+FIGURE_KEYS = ("lambda", "targets", "bands", "bands_r2", "selection", "prefix", "classes", "coefficients")
 
 
 @dataclass
@@ -196,6 +196,35 @@ def targets_section(model: Any) -> Section:
         body += _p(f"Warning: {edge} target(s) chose a lambda at an end of the grid; widen --alphas.", "warn")
     body += _table(["target", "lambda", "CV squared error"], rows)
     return Section("targets", "Lambda per target", body, _figure(lambda ax: plot.target_alphas(model, ax)))
+
+
+def bands_section(model: Any) -> list[Section]:
+    """A banded model's weights per target (simplex or histograms) and its per-band CV R²."""
+    from streamridge.report import plot
+
+    data = plot_data.band_weights(model)
+    if data is None:
+        return [Section("bands", "Band weights", omitted="the model was fitted without bands.")]
+    W, T = data.weights, data.weights.shape[0]
+    lead = np.bincount(W.argmax(axis=1), minlength=W.shape[1])
+    r2 = [None] * len(data.names) if data.r2 is None else data.r2.mean(axis=1)
+    rows = [
+        [name, len(model.bands_[b]), _g(W[:, b].mean()), int(lead[b]), _g(r2[b])]
+        for b, name in enumerate(data.names)
+    ]
+    body = _p(
+        f"{len(data.names)} bands, {np.asarray(model.band_weight_candidates_).shape[0]} weight vectors searched, "
+        f"{T} target(s).  A weight scales its band's kernel: the band's penalty is lambda / weight."
+    )
+    body += _table(["band", "features", "mean weight", "leads targets", "mean CV R²"], rows)
+    out = [Section("bands", "Band weights", body, _figure(lambda ax: plot.band_weights(model, ax)))]
+    if data.r2 is not None:
+        text = _p(
+            "Cross-validated R² of every band per target: the fold models split by band, each band's part "
+            "scored on the validation rows (product measure); the bands' R² sum to the model's."
+        )
+        out.append(Section("bands_r2", "R² per band", text, _figure(lambda ax: plot.band_r2(model, ax))))
+    return out
 
 
 def nested_section(model: Any) -> Section:

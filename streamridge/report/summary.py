@@ -126,6 +126,33 @@ def estimator_summary(estimator: Any) -> dict[str, Any]:
     )
 
 
+def band_summary(estimator: Any) -> dict[str, Any] | None:
+    """JSON-safe facts of a banded model: per band its size, the mean chosen weight, the targets it leads, its CV R².
+
+    Returns
+    -------
+    dict or None
+        ``names``, ``sizes``, ``n_candidates``, ``mean_weight`` (over targets),
+        ``leading`` (targets whose largest weight is that band's), and
+        ``cv_r2`` (mean over targets of ``band_cv_r2_``) where known; None without bands.
+    """
+    bands = getattr(estimator, "bands_", None)
+    if bands is None:
+        return None
+    W = np.atleast_2d(np.asarray(estimator.band_weights_, dtype=np.float64))
+    r2 = getattr(estimator, "band_cv_r2_", None)
+    return {
+        "names": [str(n) for n in estimator.band_names_],
+        "sizes": [len(c) for c in bands],
+        "n_candidates": int(np.asarray(estimator.band_weight_candidates_).shape[0]),
+        "mean_weight": [float(v) for v in W.mean(axis=0)],
+        "leading": [int(v) for v in np.bincount(W.argmax(axis=1), minlength=W.shape[1])],
+        "cv_r2": None
+        if r2 is None
+        else [float(v) for v in np.asarray(r2).reshape(len(bands), -1).mean(axis=1)],
+    }
+
+
 # ---------------------------------------------------------------------- text
 def _g(x: Any, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}g}"
@@ -175,6 +202,22 @@ def _fold_lines(cv: dict[str, Any]) -> list[str]:
     return lines
 
 
+def band_lines(bands: dict[str, Any] | None) -> list[str]:
+    """Lines of a banded model's summary (:func:`band_summary`); none without bands."""
+    if not bands:
+        return []
+    n = sum(bands["leading"])
+    lines = [
+        f"bands       {len(bands['names'])} bands, {bands['n_candidates']} weight vectors searched"
+        + (f"; {n} targets" if n > 1 else ""),
+        "            band                 features  mean weight  leads targets  CV R^2",
+    ]
+    r2 = bands.get("cv_r2") or [None] * len(bands["names"])
+    for name, size, w, lead, r in zip(bands["names"], bands["sizes"], bands["mean_weight"], bands["leading"], r2):
+        lines.append(f"            {name[:20]:<20} {size:>9} {w:>12.3f} {lead:>14} {_g(r):>7}")
+    return lines
+
+
 def format_fit(summary: dict[str, Any]) -> str:
     """Text of the ``streamridge fit`` summary (see the CLI for the keys)."""
     cv = summary["cv"]
@@ -191,6 +234,7 @@ def format_fit(summary: dict[str, Any]) -> str:
         sel = summary["selected_features"]
         lines.append(f"selected    {len(sel)} feature(s): {_short(sel)}")
     lines += _fold_lines(cv)
+    lines += band_lines(summary.get("bands"))
     lines += nested_lines(summary.get("nested"))
     lines += score_lines(summary.get("scores"))
     if t.get("rows"):
@@ -299,6 +343,7 @@ def format_info(header: dict[str, Any], path: str) -> str:
         lines += _lambda_lines(cv)
         lines += _fold_lines(cv)
     lines += candidate_lines(header.get("candidates"))
+    lines += band_lines(header.get("band_summary"))
     lines += nested_lines(header.get("nested_summary"))
     lines += score_lines(header.get("score_summary"))
     lines += _path_lines(

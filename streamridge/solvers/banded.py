@@ -18,31 +18,30 @@ vector, fold), all lambdas scored at O(N² T) each
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from streamridge.errors import ParameterError
-from streamridge.forms.build import Forms, FullForm
+from streamridge.forms.build import Forms, FullForm, TargetBatches, each_batch, n_targets_of
 from streamridge.solvers.eigen import solve_full
-from streamridge.solvers.quadratics import DEFAULT_MAX_BYTES
+from streamridge.solvers.linalg import Eig, psd_eigh
+from streamridge.solvers.quadratics import DEFAULT_MAX_BYTES, ValidationFactor
 from streamridge.solvers.target_scores import (
     SCORINGS,
     ValidationMoments,
     check_scoring,
     choose_scores,
-    fold_scores,
+    fold_score_set,
+    targets_of,
 )
 
 __all__ = [
     "DIRICHLET_CONCENTRATION",
     "BandedSearch",
-    "band_weights",
     "banded_search",
     "banded_solve_full",
-    "check_band_weights",
-    "check_bands",
     "feature_gains",
     "sample_band_weights",
 ]
@@ -55,80 +54,6 @@ DEFAULT_KEEP_BYTES = 1 << 28
 
 #: weight vectors whose best scores are equal to within this relative distance are tied (the first wins)
 TIE_RTOL = 1e-12
-
-
-def check_bands(bands: Sequence[object] | Mapping[str, object], n_features: int) -> list[np.ndarray]:
-    """Validate bands: every feature in exactly one band.
-
-    Parameters
-    ----------
-    bands : sequence or mapping of index arrays or slices
-        The columns of each band (a mapping's values, in its order).
-    n_features : int
-
-    Returns
-    -------
-    list of arrays of int, one per band, each sorted
-    """
-    items = (
-        list(bands.values())
-        if isinstance(bands, Mapping)
-        else list(bands)
-        if not isinstance(bands, str)
-        else []
-    )
-    if not items:
-        raise ParameterError(
-            f"bands must be a non-empty list of feature index arrays or slices; got bands={bands!r}"
-        )
-    out = [_band_columns(b, i, n_features) for i, b in enumerate(items)]
-    owner = np.full(n_features, -1)
-    for i, cols in enumerate(out):
-        taken = cols[owner[cols] >= 0]
-        if taken.size:
-            j = int(taken[0])
-            raise ParameterError(
-                f"feature {j} is in bands {int(owner[j])} and {i}; put every feature in exactly one band"
-            )
-        owner[cols] = i
-    missing = np.flatnonzero(owner < 0)
-    if missing.size:
-        raise ParameterError(
-            f"features {_short(missing)} ({missing.size} of {n_features}) are in no band; put every feature in exactly one band"
-        )
-    return out
-
-
-def _band_columns(band: object, i: int, n_features: int) -> np.ndarray:
-    """Sorted columns of band i (a slice or integer indices, each once)."""
-    if isinstance(band, slice):
-        cols = np.arange(n_features)[band]
-    else:
-        raw = np.atleast_1d(np.asarray(band))
-        if raw.size == 0:
-            raise ParameterError(f"band {i} is empty; every band needs at least one feature")
-        if raw.dtype.kind not in "iu" or raw.ndim != 1:
-            raise ParameterError(
-                f"band {i} must be a slice or a 1-D array of integer feature indices; got {_short(raw)}"
-            )
-        cols = raw.astype(np.intp)
-    if cols.size == 0:
-        raise ParameterError(f"band {i} is empty; every band needs at least one feature")
-    bad = cols[(cols < 0) | (cols >= n_features)]
-    if bad.size:
-        raise ParameterError(
-            f"band {i} holds feature {int(bad[0])}, out of range for {n_features} features (0..{n_features - 1})"
-        )
-    cols = np.sort(cols)
-    twice = cols[1:][cols[1:] == cols[:-1]]
-    if twice.size:
-        raise ParameterError(f"band {i} holds feature {int(twice[0])} twice; list every feature once")
-    return cols
-
-
-def _short(a: np.ndarray) -> str:
-    v = np.asarray(a).ravel().tolist()
-    return str(v) if len(v) <= 8 else f"[{', '.join(map(str, v[:8]))}, ...]"
 
 
 def sample_band_weights(
@@ -181,38 +106,6 @@ def _dirichlet(n: int, n_bands: int, concentration: Sequence[float], seed: int) 
     return np.stack(draws, axis=1).reshape(-1, n_bands)[:n]
 
 
-def check_band_weights(weights: object, n_bands: int) -> np.ndarray:
-    """Validate explicit weight vectors: shape (S, n_bands), finite, non-negative, none all zero.
-
-    Returns
-    -------
-    array of float64 of shape (S, n_bands)
-    """
-    try:
-        w = np.asarray(weights, dtype=np.float64)
-    except (TypeError, ValueError):
-        w = np.empty((0, 0))
-    if w.ndim == 1 and n_bands > 1 and w.shape[0] == n_bands:
-        w = w[None, :]
-    if w.ndim != 2 or w.shape[0] == 0 or w.shape[1] != n_bands:
-        raise ParameterError(
-            f"band_weights must be an int or an array of shape (n_samples, {n_bands}); got shape {np.shape(w)}"
-        )
-    bad = np.flatnonzero(~np.isfinite(w).all(axis=1) | (w < 0).any(axis=1) | ~(w > 0).any(axis=1))
-    if bad.size:
-        raise ParameterError(
-            f"band_weights rows must be finite, non-negative and not all zero; row {int(bad[0])} is {w[bad[0]].tolist()}"
-        )
-    return w
-
-
-def band_weights(spec: object, n_bands: int, *, seed: int = 0) -> np.ndarray:
-    """Weight vectors from an int (that many, :func:`sample_band_weights`) or an explicit array."""
-    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        return sample_band_weights(n_bands, int(spec), seed=seed)
-    return check_band_weights(spec, n_bands)
-
-
 def feature_gains(bands: list[np.ndarray], gamma: np.ndarray, n_features: int) -> np.ndarray:
     """``sqrt(gamma_b)`` at every feature of band b, shape (n_features,)."""
     g = np.empty(n_features)
@@ -239,6 +132,10 @@ class BandedSearch:
         Each weight vector's chosen lambda.
     fold_scores : array of shape (S, R, K, T) or None
         Every score, when it fits ``keep_bytes``.
+    errors : array of shape (R, K, T)
+        Validation squared error of each target's chosen weight vector, every lambda and fold.
+    scores : array of shape (R, K, T)
+        Its ``scoring`` (``errors`` itself for ``"sse"``).
     """
 
     weights: np.ndarray
@@ -249,6 +146,8 @@ class BandedSearch:
     cv_scores: np.ndarray
     alpha_index_of_weights: np.ndarray
     fold_scores: np.ndarray | None
+    errors: np.ndarray
+    scores: np.ndarray
 
     @property
     def band_weights(self) -> np.ndarray:
@@ -262,7 +161,7 @@ class BandedSearch:
 
 
 def banded_search(
-    forms: Forms,
+    forms: Forms | TargetBatches,
     bands: list[np.ndarray],
     weights: np.ndarray,
     alphas: np.ndarray,
@@ -278,15 +177,17 @@ def banded_search(
 
     Parameters
     ----------
-    forms : Forms
+    forms : Forms or TargetBatches
+        The per-fold forms, or the statistics' forms built one batch of targets at a time.
     bands : list of arrays of int
-        From :func:`check_bands`.
+        Every feature in exactly one band (:func:`streamridge.model_selection.bands.check_bands`).
     weights : array of shape (S, n_bands)
-        From :func:`band_weights`.
+        Non-negative, no row all zero (:func:`sample_band_weights`).
     alphas : array of shape (R,)
     scoring : {"sse", "r2", "correlation"}
     moments : ValidationMoments or None
-        Needed for R² and correlation (:func:`~streamridge.solvers.target_scores.validation_moments`).
+        Needed for R² and correlation (:func:`~streamridge.forms.build.validation_moments`);
+        None: the forms' own (``with_moments``).
     per_target : bool
         A weight vector and lambda per target, else one for all.
     one_se : bool
@@ -304,48 +205,117 @@ def banded_search(
     -----
     For each weight vector lambda is chosen by
     :func:`~streamridge.solvers.target_scores.choose_scores`; the weight vector
-    is then the one whose mean score over folds at its lambda is best, ties
-    (within 1e-12 relative) going to the first (the equal weights of
-    :func:`sample_band_weights`).  Without the one-standard-error rule this is
-    the best (weight vector, lambda) pair of all.  Only the (S, T) best scores
-    and lambdas are kept while the weight vectors are scored, so the memory is
-    the forms plus one weight vector's (R, K, T) scores unless ``keep_bytes``
-    allows all of them.
+    is then the one whose mean score over folds at its lambda is best: in the
+    order given, a weight vector replaces the best so far only when it is
+    better by more than 1e-12 relative, so ties go to the first (the equal
+    weights of :func:`sample_band_weights`).  Without the one-standard-error
+    rule this is the best (weight vector, lambda) pair of all.  Every fold is
+    decomposed once per weight vector, whatever the target batches; only the
+    (S, T) best scores and the (R, K, T) scores of the best weight vector so
+    far are kept, unless ``keep_bytes`` allows all of them.
     """
     scoring = check_scoring(scoring)
     alphas = np.asarray(alphas, dtype=np.float64)
-    N, T = forms.At.shape[1], forms.Bt.shape[2]
-    S, R, K = weights.shape[0], alphas.shape[0], forms.n_folds
+    N = int(forms.n_features if isinstance(forms, TargetBatches) else forms.At.shape[1])
+    T, K = n_targets_of(forms), forms.n_folds
+    S, R = weights.shape[0], alphas.shape[0]
     keep = np.empty((S, R, K, T)) if 8 * S * R * K * T <= keep_bytes else None
-    cols = T if per_target else 1
-    best, best_alpha = np.empty((S, cols)), np.empty((S, cols), dtype=np.intp)
-    for s in range(S):
+    named = ("sse",) if scoring == "sse" else ("sse", scoring)
+    higher = SCORINGS[scoring]
+
+    def scored(s: int) -> Iterator[tuple[slice, dict[str, np.ndarray]]]:
+        factors: dict[int, ValidationFactor] = {}  # one decomposition per (weight vector, fold)
         gains = feature_gains(bands, weights[s], N)
-        scores = fold_scores(
-            forms, alphas, scoring=scoring, moments=moments, gains=gains, max_bytes=max_bytes
-        )
-        if keep is not None:
-            keep[s] = scores
-        idx = np.atleast_1d(
-            choose_scores(scores, alphas, scoring=scoring, per_target=per_target, one_se=one_se)
-        )
-        mean = (
-            scores.mean(axis=1) if per_target else scores.mean(axis=1).sum(axis=1, keepdims=True)
-        )  # (R, cols)
-        best[s], best_alpha[s] = mean[idx, np.arange(cols)], idx
-    w_idx = _first_best(best, higher=SCORINGS[scoring])
-    a_idx = best_alpha[w_idx, np.arange(cols)]
-    if not per_target:
-        return BandedSearch(weights, alphas, scoring, w_idx[0], a_idx[0], best[:, 0], best_alpha[:, 0], keep)
-    return BandedSearch(weights, alphas, scoring, w_idx, a_idx, best, best_alpha, keep)
+        for cols, fb in each_batch(forms):
+            m = None if moments is None else targets_of(moments, cols)
+            found = fold_score_set(
+                fb, alphas, named, moments=m, gains=gains, max_bytes=max_bytes, factors=factors
+            )
+            if keep is not None:
+                keep[s, ..., cols] = found[scoring]
+            yield cols, found
+
+    if per_target:
+        return _search_per_target(scored, weights, alphas, scoring, one_se, keep, (R, K, T), higher)
+    return _search_shared(scored, weights, alphas, scoring, one_se, keep, (R, K, T), higher)
 
 
-def _first_best(values: np.ndarray, *, higher: bool) -> np.ndarray:
-    """Row index of the best value of each column of (S, T'); ties within TIE_RTOL relative go to the first row."""
-    loss = -values if higher else values
-    top = loss.min(axis=0)
-    ok = loss <= (top + TIE_RTOL * np.abs(top))[None, :]
-    return np.argmax(ok, axis=0)
+Scored = Callable[[int], Iterator[tuple[slice, dict[str, np.ndarray]]]]
+
+
+def _search_per_target(
+    scored: Scored, weights: np.ndarray, alphas: np.ndarray, scoring: str, one_se: bool,
+    keep: np.ndarray | None, shape: tuple[int, int, int], higher: bool,
+) -> BandedSearch:  # fmt: skip
+    """Per target: each weight vector's lambda, and the best weight vector so far with its fold scores."""
+    S, T = weights.shape[0], shape[2]
+    best, best_alpha = np.empty((S, T)), np.empty((S, T), dtype=np.intp)
+    errors = np.empty(shape)
+    scores = errors if scoring == "sse" else np.empty(shape)
+    top, w_idx = np.empty(T), np.zeros(T, dtype=np.intp)
+    for s in range(S):
+        for cols, found in scored(s):
+            main = found[scoring]
+            idx = np.atleast_1d(choose_scores(main, alphas, scoring=scoring, per_target=True, one_se=one_se))
+            val = main.mean(axis=1)[idx, np.arange(idx.shape[0])]
+            best[s, cols], best_alpha[s, cols] = val, idx
+            wins = np.ones(idx.shape[0], dtype=bool) if s == 0 else _better(val, top[cols], higher)
+            top[cols] = np.where(wins, val, top[cols])
+            w_idx[cols] = np.where(wins, s, w_idx[cols])
+            errors[:, :, cols][:, :, wins] = found["sse"][:, :, wins]
+            if scores is not errors:
+                scores[:, :, cols][:, :, wins] = main[:, :, wins]
+    a_idx = best_alpha[w_idx, np.arange(T)]
+    return BandedSearch(weights, alphas, scoring, w_idx, a_idx, best, best_alpha, keep, errors, scores)
+
+
+def _search_shared(
+    scored: Scored, weights: np.ndarray, alphas: np.ndarray, scoring: str, one_se: bool,
+    keep: np.ndarray | None, shape: tuple[int, int, int], higher: bool,
+) -> BandedSearch:  # fmt: skip
+    """One weight vector and lambda for all targets: the scores summed over targets, then the chosen one's again."""
+    S, (R, K, _) = weights.shape[0], shape
+    totals = np.zeros((S, R, K))
+    for s in range(S):
+        for _, found in scored(s):
+            totals[s] += found[scoring].sum(axis=2)
+    best_alpha = np.array(
+        [
+            int(
+                choose_scores(totals[s][:, :, None], alphas, scoring=scoring, per_target=False, one_se=one_se)
+            )
+            for s in range(S)
+        ],
+        dtype=np.intp,
+    )
+    best = totals.mean(axis=2)[np.arange(S), best_alpha]
+    w = 0
+    for s in range(1, S):
+        if _better(best[s : s + 1], best[w : w + 1], higher)[0]:
+            w = s
+    errors = np.empty(shape)
+    scores = errors if scoring == "sse" else np.empty(shape)
+    for cols, found in scored(w):
+        errors[:, :, cols] = found["sse"]
+        scores[:, :, cols] = found[scoring]
+    return BandedSearch(
+        weights,
+        alphas,
+        scoring,
+        np.asarray(w),
+        np.asarray(best_alpha[w]),
+        best,
+        best_alpha,
+        keep,
+        errors,
+        scores,
+    )
+
+
+def _better(value: np.ndarray, top: np.ndarray, higher: bool) -> np.ndarray:
+    """Where ``value`` beats ``top`` by more than :data:`TIE_RTOL` relative (greater or smaller is better)."""
+    margin = TIE_RTOL * np.abs(top)
+    return value > top + margin if higher else value < top - margin
 
 
 def banded_solve_full(
@@ -354,6 +324,8 @@ def banded_solve_full(
     weights: np.ndarray,
     weight_index: np.ndarray,
     alpha: float | np.ndarray,
+    *,
+    eigs: dict[int, Eig] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Final coefficients of banded ridge in original units, one weight vector and lambda per target.
 
@@ -365,6 +337,11 @@ def banded_solve_full(
     weight_index : array of int of shape (T,) or ()
         Each target's weight vector (one for all if a scalar).
     alpha : float or array of shape (T,)
+    eigs : dict or None
+        Eigendecompositions of the scaled forms by weight vector, filled in where
+        missing: pass the same dict with the full forms of other batches of the
+        targets to decompose each weight vector's form once (then every solve
+        is spectral, none by Cholesky).
 
     Returns
     -------
@@ -395,7 +372,10 @@ def banded_solve_full(
             full.scale[act] / ga,
             full.n,
         )
-        c, b = solve_full(sub, a[tcols])
+        eig = None
+        if eigs is not None:
+            eig = eigs[int(s)] = eigs[int(s)] if int(s) in eigs else psd_eigh(sub.A)
+        c, b = solve_full(sub, a[tcols], eig=eig)
         coef[np.ix_(tcols, act)] = c
         intercept[tcols] = b
     return coef, intercept

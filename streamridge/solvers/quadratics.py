@@ -45,7 +45,14 @@ from scipy.linalg import lapack
 
 from streamridge.solvers.linalg import psd_eigh
 
-__all__ = ["DEFAULT_MAX_BYTES", "FoldQuadratics", "ValidationFactor", "fold_quadratics", "validation_factor"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "FoldQuadratics",
+    "ValidationFactor",
+    "fold_factor",
+    "fold_quadratics",
+    "validation_factor",
+]
 
 #: working memory of one fold's target batch (bytes); the batch width follows from it
 DEFAULT_MAX_BYTES = 1 << 27
@@ -148,9 +155,25 @@ def panel_edges(rank: int) -> np.ndarray:
 
 
 def batch_width(n_features: int, rank: int, n_alphas: int, max_bytes: int) -> int:
-    """Targets per batch: ``C'Bt``, ``C'Bv``, their product, the pivoted copy, a panel and the outputs fit ``max_bytes``."""
-    per_target = 8 * (4 * n_features + rank + 3 * n_alphas)
+    """Targets per batch: ``C'Bt``, ``C'Bv``, their product, the pivoted copy, a panel's products for every
+    lambda and the outputs fit ``max_bytes``."""
+    panel = n_alphas * int(np.max(np.diff(panel_edges(rank)))) if rank else 0
+    per_target = 8 * (4 * n_features + rank + 3 * n_alphas + panel)
     return max(1, int(max_bytes) // per_target)
+
+
+def fold_factor(At: np.ndarray, Av: np.ndarray, gains: np.ndarray | None = None) -> ValidationFactor:
+    """:func:`validation_factor` of one fold's forms, of the features scaled by ``gains`` (see :func:`fold_quadratics`).
+
+    It depends on the features only, not on the targets: one factor serves every
+    batch of targets of the fold (``factor=`` of :func:`fold_quadratics`).
+    """
+    active = _active(gains, At.shape[0])
+    if active is not None:
+        rows, g = active
+        At = At[np.ix_(rows, rows)] * np.outer(g, g)
+        Av = Av[np.ix_(rows, rows)] * np.outer(g, g)
+    return validation_factor(At, Av)
 
 
 def fold_quadratics(
@@ -163,6 +186,7 @@ def fold_quadratics(
     dx: np.ndarray | None = None,
     gains: np.ndarray | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    factor: ValidationFactor | None = None,
 ) -> FoldQuadratics:
     """``q``, ``c`` and ``m`` of every lambda and target of one fold (module docstring).
 
@@ -180,6 +204,9 @@ def fold_quadratics(
         Features of gain 0 drop out: their coefficients are 0.
     max_bytes : int
         Working memory of one batch of targets.
+    factor : ValidationFactor or None
+        :func:`fold_factor` of ``At``, ``Av`` and ``gains``, when already computed
+        (for another batch of targets of the same fold).
 
     Returns
     -------
@@ -187,13 +214,11 @@ def fold_quadratics(
     """
     alphas = np.asarray(alphas, dtype=np.float64)
     active = _active(gains, At.shape[0])
-    if active is not None:
+    fac = fold_factor(At, Av, gains) if factor is None else factor
+    if active is not None and dx is not None:
         rows, g = active
-        At = At[np.ix_(rows, rows)] * np.outer(g, g)
-        Av = Av[np.ix_(rows, rows)] * np.outer(g, g)
-        dx = None if dx is None else dx[rows] * g
-    fac = validation_factor(At, Av)
-    N, T = At.shape[0], Bt.shape[1]
+        dx = dx[rows] * g
+    N, T = fac.C.shape[0], Bt.shape[1]
     R = alphas.shape[0]
     inv = 1.0 / (fac.d[None, :] + alphas[:, None])  # (R, n)
     p = None if dx is None else fac.C.T @ dx
@@ -232,7 +257,12 @@ def _scaled(B: np.ndarray, active: tuple[np.ndarray, np.ndarray] | None, cols: s
 
 
 def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np.ndarray:
-    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, n): shape (R, tb)."""
+    """``|| L' diag(inv_r) Bc ||²`` per column for every row ``inv_r`` of inv (R, n): shape (R, tb).
+
+    Panel by panel of ``L'``, the panel scaled by every lambda's ``inv_r`` is
+    stacked into one (R x rows, n - lo) matrix: one product per panel for all
+    lambdas (a taller GEMM runs nearer the machine's rate than R short ones).
+    """
     R, tb = inv.shape[0], Bc.shape[1]
     out = np.zeros((R, tb))
     if fac.rank == 0:
@@ -240,11 +270,12 @@ def _squared_norms(fac: ValidationFactor, inv: np.ndarray, Bc: np.ndarray) -> np
     Bp = Bc[fac.piv]
     invp = inv[:, fac.piv]
     edges = panel_edges(fac.rank)
-    Z = np.empty((int(np.max(np.diff(edges))), tb))
-    for r in range(R):
-        for lo, hi in itertools.pairwise(edges):
-            panel = fac.Lt[lo:hi, lo:] * invp[r, None, lo:]
-            z = Z[: hi - lo]
-            np.matmul(panel, Bp[lo:], out=z)
-            out[r] += np.einsum("ij,ij->j", z, z)
+    Z = np.empty((R * int(np.max(np.diff(edges))), tb))
+    for lo, hi in itertools.pairwise(edges):
+        h = hi - lo
+        stacked = (fac.Lt[None, lo:hi, lo:] * invp[:, None, lo:]).reshape(R * h, -1)
+        z = Z[: R * h]
+        np.matmul(stacked, Bp[lo:], out=z)
+        z *= z
+        out += z.reshape(R, h, tb).sum(axis=1)
     return out

@@ -26,11 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamridge.errors import ParameterError
-from streamridge.forms.build import Forms, part_factors
+from streamridge.forms.build import Forms, ValidationMoments, validation_moments
 from streamridge.parallel import map_folds
 from streamridge.solvers.grid import choose
-from streamridge.solvers.quadratics import DEFAULT_MAX_BYTES, FoldQuadratics, fold_quadratics
-from streamridge.stats.foldstats import FoldStats
+from streamridge.solvers.quadratics import (
+    DEFAULT_MAX_BYTES,
+    FoldQuadratics,
+    ValidationFactor,
+    fold_factor,
+    fold_quadratics,
+)
 
 __all__ = [
     "SCORINGS",
@@ -38,34 +43,16 @@ __all__ = [
     "ValidationMoments",
     "check_scoring",
     "choose_scores",
+    "fold_score_set",
     "fold_scores",
     "fold_targets",
     "scores_from_quadratics",
+    "targets_of",
     "validation_moments",
 ]
 
 #: scores computed from the statistics, and whether greater is better
 SCORINGS = {"sse": False, "r2": True, "correlation": True}
-
-
-@dataclass
-class ValidationMoments:
-    """Weighted moments of each validation fold about its own means.
-
-    Attributes
-    ----------
-    n : array of shape (K,)
-        Weight sums (after class weights).
-    mean_x : array of shape (K, N)
-    mean_y : array of shape (K, T)
-    syy : array of shape (K, T)
-        ``sum_i w_i (y_i - mean_y)²``: the denominator of R².
-    """
-
-    n: np.ndarray
-    mean_x: np.ndarray
-    mean_y: np.ndarray
-    syy: np.ndarray
 
 
 @dataclass
@@ -91,43 +78,6 @@ def check_scoring(scoring: object) -> str:
     if not isinstance(scoring, str) or scoring not in SCORINGS:
         raise ParameterError(f"scoring must be one of {sorted(SCORINGS)}; got scoring={scoring!r}")
     return scoring
-
-
-def validation_moments(
-    stats: FoldStats, *, balanced: bool | np.ndarray = False, train_only: int = 0
-) -> ValidationMoments:
-    """Means and centered ``syy`` of every validated fold, weighted as :func:`~streamridge.forms.build.build_forms` weighs them.
-
-    Parameters
-    ----------
-    stats : FoldStats
-    balanced : bool or array of shape (n_classes,)
-        Class weights, as given to ``build_forms``.
-    train_only : int
-        Leading folds that are never validated, as given to ``build_forms``.
-
-    Returns
-    -------
-    ValidationMoments
-        One row per validated fold, in the order of the forms.
-
-    Notes
-    -----
-    A fold is the cells (k, c) of its classes, cell c weighted by the class
-    factor ``g_c``.  With ``v_c = g_c n_c`` and ``mean = sum v_c mean_c / sum v_c``
-    its centered ``syy`` is ``sum g_c syy_c + sum v_c (mean_c - mean)²``
-    (:mod:`streamridge.forms.parts`): sums of non-negative terms, no cancellation.
-    """
-    _, fv = part_factors(stats, balanced)
-    v = (stats.weight * fv)[train_only:]  # (K, C)
-    n = v.sum(axis=1)
-    safe = np.where(n > 0, n, 1.0)[:, None]
-    mean_x = np.einsum("kc,kcn->kn", v, stats.mean_x[train_only:]) / safe
-    mean_y = np.einsum("kc,kct->kt", v, stats.mean_y[train_only:]) / safe
-    dev = stats.mean_y[train_only:] - mean_y[:, None, :]
-    within = np.einsum("kc,kct->kt", fv[train_only:], stats.syy[train_only:])
-    syy = within + np.einsum("kc,kct->kt", v, dev * dev)
-    return ValidationMoments(n, mean_x, mean_y, syy)
 
 
 def fold_offsets(forms: Forms, moments: ValidationMoments) -> tuple[np.ndarray, np.ndarray]:
@@ -212,6 +162,7 @@ def fold_scores(
     moments: ValidationMoments | None = None,
     gains: np.ndarray | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    factors: dict[int, ValidationFactor] | None = None,
 ) -> np.ndarray:
     """Validation score of every lambda, fold and target of ridge, from the forms alone.
 
@@ -222,32 +173,68 @@ def fold_scores(
     scoring : {"sse", "r2", "correlation"}
     moments : ValidationMoments or None
         The folds' own moments (:func:`validation_moments`); needed for R² and correlation.
+        None: the forms' own (built ``with_moments``), if any.
     gains : array of shape (N,) or None
         Ridge of the features scaled by these non-negative factors (features
         of gain 0 left out), see :func:`~streamridge.solvers.quadratics.fold_quadratics`.
     max_bytes : int
         Working memory of one fold's batch of targets.
+    factors : dict or None
+        Factors of the folds by fold index (:func:`~streamridge.solvers.quadratics.fold_factor`
+        of these forms and gains), filled in where missing: pass the same dict
+        with the forms of another batch of the same targets' folds to decompose
+        each fold once.
 
     Returns
     -------
     array of shape (R, K, T)
     """
-    scoring = check_scoring(scoring)
-    if scoring != "sse" and moments is None:
-        raise ParameterError(
-            f"scoring={scoring!r} needs the validation folds' moments; pass moments=validation_moments(stats)"
-        )
+    return fold_score_set(
+        forms, alphas, (scoring,), moments=moments, gains=gains, max_bytes=max_bytes, factors=factors
+    )[scoring]
+
+
+def fold_score_set(
+    forms: Forms,
+    alphas: np.ndarray,
+    scorings: tuple[str, ...],
+    *,
+    moments: ValidationMoments | None = None,
+    gains: np.ndarray | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    factors: dict[int, ValidationFactor] | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`fold_scores` of several scorings from the same quadratics, by name, each of shape (R, K, T)."""
+    moments = forms.moments if moments is None else moments
+    for scoring in scorings:
+        check_scoring(scoring)
+        if scoring != "sse" and moments is None:
+            raise ParameterError(
+                f"scoring={scoring!r} needs the validation folds' moments; pass moments=validation_moments(stats) "
+                "or build the forms with_moments=True"
+            )
     dx, dy = fold_offsets(forms, moments) if moments is not None else (None, None)
     alphas = np.asarray(alphas, dtype=np.float64)
+    cache: dict[int, ValidationFactor] = {} if factors is None else factors
+    want_m = "correlation" in scorings
 
-    def one(k: int) -> np.ndarray:
+    def one(k: int) -> list[np.ndarray]:
+        if k not in cache:
+            cache[k] = fold_factor(forms.At[k], forms.Av[k], gains)
         fq = fold_quadratics(
             forms.At[k], forms.Bt[k], forms.Av[k], forms.Bv[k], alphas,
-            dx=None if dx is None or scoring != "correlation" else dx[k], gains=gains, max_bytes=max_bytes,
+            dx=None if dx is None or not want_m else dx[k], gains=gains, max_bytes=max_bytes, factor=cache[k],
         )  # fmt: skip
-        return scores_from_quadratics(scoring, fq, fold_targets(forms, moments, k, dy))
+        ft = fold_targets(forms, moments, k, dy)
+        return [scores_from_quadratics(scoring, fq, ft) for scoring in scorings]
 
-    return np.stack(map_folds(one, forms.n_folds), axis=1)
+    per_fold = map_folds(one, forms.n_folds)
+    return {name: np.stack([f[i] for f in per_fold], axis=1) for i, name in enumerate(scorings)}
+
+
+def targets_of(moments: ValidationMoments, cols: slice) -> ValidationMoments:
+    """The moments of the targets ``cols`` only (views)."""
+    return ValidationMoments(moments.n, moments.mean_x, moments.mean_y[:, cols], moments.syy[:, cols])
 
 
 def choose_scores(

@@ -50,7 +50,10 @@ def check_stats_memory(
 
     One copy takes ``K x C x (N^2 + N T + N + 2 T + 2) x 8`` bytes; a pass
     holds at least :func:`pass_copies` copies.  The check uses that lower
-    bound, so it never refuses a pass that would fit.
+    bound, so it never refuses a pass that would fit.  With several targets
+    the refusal names the part of ``X'Y`` (``K x N x T`` doubles), which grows
+    with the targets; the model selection and the final solve take the
+    targets in batches and add a fixed working set (``solve_memory``).
 
     Parameters
     ----------
@@ -84,6 +87,7 @@ def check_stats_memory(
         + (f" x {T} targets" if T > 1 and C == 1 else "")
         + ("" if mapped_by is None or len(widths) > 1 else f" (the features of the map {mapped_by})")
     )
+    xy = ""
     if C > 1:
         fix = "check that y holds class labels (not a continuous target) or merge rare classes"
     else:
@@ -92,8 +96,12 @@ def check_stats_memory(
         )
         if len(widths) > 1:
             fix = "use fewer or smaller candidate feature maps, or fewer folds"
+    if T > 1 and C == 1:
+        N = sum(widths)
+        xy = f" (X'Y alone: {K} x {N} x {T} = {_gb(8 * K * N * T)})"
+        fix += ", or fit the targets in groups of columns (each is fitted alone with alpha_per_target)"
     raise InputError(
-        f"the statistics of {what} take {_gb(one)} per copy and a pass over {n_chunks} chunk(s) holds at least "
+        f"the statistics of {what} take {_gb(one)} per copy{xy} and a pass over {n_chunks} chunk(s) holds at least "
         f"{copies} copies ({_gb(copies * one)}), more than the {_gb(avail)} of memory available; {fix}"
     )
 

@@ -105,6 +105,7 @@ def test_candidates_with_different_washouts_are_refused(data):
         ({"nested": True}, "nested=True"),
         ({"scoring": "r2"}, "scoring="),
         ({"checkpoint": "ck"}, "checkpoint="),
+        ({"bands": [[0, 1], [2, 3]]}, "bands="),
     ],
 )
 def test_options_refused_with_candidates(kw, what, data, tmp_path):

@@ -341,9 +341,9 @@ def test_scoring_needs_the_rows(rng):
     X, Y = regression_data(rng, M=60)
     m = sr.StreamRidgeCV(ALPHAS, cv=K).fit(X, Y[:, 0])
     with pytest.raises(ParameterError, match="not on statistics alone"):
-        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2").fit_stats(m.stats_)
+        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="neg_mean_absolute_error").fit_stats(m.stats_)
     with pytest.raises(ParameterError, match="use fit, not partial_fit"):
-        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="r2").partial_fit(X, Y[:, 0])
+        sr.StreamRidgeCV(ALPHAS, cv=K, scoring="neg_mean_absolute_error").partial_fit(X, Y[:, 0])
 
 
 def test_cv_scores_in_model_files_cli_and_info(rng, tmp_path, capsys):
@@ -408,10 +408,10 @@ def test_cli_fit_with_scoring_shows_the_metric_pass(rng, tmp_path, capsys):
 
     X, Y = regression_data(rng, M=400)
     store = write_zarr(tmp_path / "d.zarr", X, Y[:, 0], chunk_rows=100)
-    assert cli.main(["fit", "--data", str(store), "--scoring", "r2", "--out", str(tmp_path / "m.npz")]) == 0
+    assert cli.main(["fit", "--data", str(store), "--scoring", "explained_variance", "--out", str(tmp_path / "m.npz")]) == 0
     err = capsys.readouterr().err
     assert "data pass" in err and "metric pass: 100%" in err and "400/400" in err.split("metric pass: 100%")[1]
-    assert cli.main(["fit", "--data", str(store), "--scoring", "r2", "--out", str(tmp_path / "m.npz"), "--overwrite", "--quiet"]) == 0
+    assert cli.main(["fit", "--data", str(store), "--scoring", "explained_variance", "--out", str(tmp_path / "m.npz"), "--overwrite", "--quiet"]) == 0
     assert "metric pass" not in capsys.readouterr().err
 
 
@@ -561,7 +561,7 @@ def test_explicit_splits_are_refused_for_nested_and_scoring(rng):
     from sklearn.model_selection import KFold
 
     X, Y = regression_data(rng, M=60)
-    for kw in ({"nested": True}, {"scoring": "r2"}):
+    for kw in ({"nested": True}, {"scoring": "neg_mean_absolute_error"}):
         with pytest.raises(ParameterError, match="not supported yet with explicit splits"):
             sr.StreamRidgeCV(ALPHAS, cv=KFold(4), **kw).fit(X, Y[:, 0])
     stats = sr.StreamRidgeCV(ALPHAS, cv=KFold(4)).fit(X, Y[:, 0]).stats_

@@ -8,16 +8,8 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 from sklearn.preprocessing import StandardScaler
 
-from streamridge.errors import ParameterError
 from streamridge.forms.build import build_forms, build_full_form
-from streamridge.solvers.banded import (
-    band_weights,
-    banded_search,
-    banded_solve_full,
-    check_band_weights,
-    check_bands,
-    sample_band_weights,
-)
+from streamridge.solvers.banded import banded_search, banded_solve_full, sample_band_weights
 from streamridge.solvers.target_scores import fold_scores, validation_moments
 from streamridge.stats.kernel import from_chunk
 from tests.conftest import ill_conditioned
@@ -192,61 +184,8 @@ def test_sampled_weights_fixed_rows_then_himalaya_dirichlet():
     ref = himalaya_kr.generate_dirichlet_samples(6, 3, concentration=[0.1, 1.0], random_state=7)
     np.testing.assert_allclose(W[4:], np.asarray(ref), rtol=1e-14)
     np.testing.assert_allclose(W.sum(axis=1), 1.0, rtol=1e-12)
-    np.testing.assert_array_equal(band_weights(10, 3, seed=7), W)
     assert not np.array_equal(sample_band_weights(3, 10, seed=8)[4:], W[4:])
     np.testing.assert_array_equal(sample_band_weights(1, 5), [[1.0]])
-
-
-def test_bands_are_checked():
-    assert [b.tolist() for b in check_bands([slice(2, 4), [1, 0]], 4)] == [[2, 3], [0, 1]]
-    assert [b.tolist() for b in check_bands({"a": [0], "b": np.array([2, 1])}, 3)] == [[0], [1, 2]]
-    cases = [
-        ([[0, 1], [1, 2]], 3, r"^feature 1 is in bands 0 and 1; put every feature in exactly one band$"),
-        (
-            [[0], [2]],
-            4,
-            r"^features \[1, 3\] \(2 of 4\) are in no band; put every feature in exactly one band$",
-        ),
-        ([[0, 5]], 3, r"^band 0 holds feature 5, out of range for 3 features \(0..2\)$"),
-        ([[0, 1, 2], []], 3, r"^band 1 is empty; every band needs at least one feature$"),
-        ([[0, 0, 1]], 2, r"^band 0 holds feature 0 twice; list every feature once$"),
-        (
-            [[0.5, 1]],
-            2,
-            r"^band 0 must be a slice or a 1-D array of integer feature indices; got \[0.5, 1.0\]$",
-        ),
-        ([], 2, r"^bands must be a non-empty list of feature index arrays or slices; got bands=\[\]$"),
-    ]
-    for bands, n, msg in cases:
-        with pytest.raises(ParameterError, match=msg):
-            check_bands(bands, n)
-
-
-def test_band_weights_are_checked():
-    np.testing.assert_array_equal(check_band_weights([0.0, 2.0], 2), [[0.0, 2.0]])
-    cases = [
-        (
-            np.ones((2, 3)),
-            r"^band_weights must be an int or an array of shape \(n_samples, 2\); got shape \(2, 3\)$",
-        ),
-        (
-            [[1.0, -0.5]],
-            r"^band_weights rows must be finite, non-negative and not all zero; row 0 is \[1.0, -0.5\]$",
-        ),
-        (
-            [[1.0, 1.0], [0.0, 0.0]],
-            r"^band_weights rows must be finite, non-negative and not all zero; row 1 is \[0.0, 0.0\]$",
-        ),
-        ([[np.nan, 1.0]], r"row 0 is \[nan, 1.0\]$"),
-    ]
-    for weights, msg in cases:
-        with pytest.raises(ParameterError, match=msg):
-            check_band_weights(weights, 2)
-    with pytest.raises(
-        ParameterError,
-        match=r"^band_weights must be at least 4 for 3 bands \(the equal weights and each band alone\); got band_weights=3$",
-    ):
-        band_weights(3, 3)
 
 
 def test_equals_himalaya_banded_ridge_cv(rng):
