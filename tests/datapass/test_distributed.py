@@ -113,7 +113,7 @@ def test_a_fit_connects_to_its_scheduler_once(cluster: Cluster, store: str, monk
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(distributed, "Client", Counted)
-    est = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500, scoring="r2").fit(store)
+    est = StreamRidgeCV(scheduler=cluster.address, chunk_rows=500, scoring="explained_variance").fit(store)
     assert len(clients) == 1 and clients[0].status == "closed"
     assert "metric_pass_s" in est.timings_ and est.scheduler == cluster.address
 

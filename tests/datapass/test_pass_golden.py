@@ -53,8 +53,8 @@ GOLDEN = {
     "stats/esn-many-series/sync": "7234e019ff3c50aa",
     "stats/esn-many-series/threads": "7234e019ff3c50aa",
     "stats/esn-many-series/processes": "7234e019ff3c50aa",
-    "metric/zarr32-r2": "201dd4a8c8a21c3b",
-    "metric/esn": "da4fd1b161515372",
+    "metric/zarr32-ev": "0840a2d0410ec5c1",
+    "metric/esn": "9ccd59bbf3842642",
 }
 
 
@@ -148,12 +148,12 @@ def cases(d: dict[str, Any]) -> dict[str, Callable[[], str]]:
     for name, make in stats.items():
         for sched in ("sync", "threads", "processes"):
             out[f"stats/{name}/{sched}"] = lambda make=make, sched=sched: stats_digest(make(sched))
-    out["metric/zarr32-r2"] = lambda: digest(
-        [sr.StreamRidgeCV(cv=5, chunk_rows=500, scoring="r2").fit(open_source(p["zarr"])).cv_scores_]
+    out["metric/zarr32-ev"] = lambda: digest(
+        [sr.StreamRidgeCV(cv=5, chunk_rows=500, scoring="explained_variance").fit(open_source(p["zarr"])).cv_scores_]
     )
     out["metric/esn"] = lambda: digest(
         [
-            sr.StreamRidgeCV(cv="groups", chunk_rows=100, scoring="r2", features=esn)
+            sr.StreamRidgeCV(cv="groups", chunk_rows=100, scoring="explained_variance", features=esn)
             .fit(open_source(p["series"], groups="groups"))
             .cv_scores_
         ]
