@@ -19,22 +19,13 @@ import json
 import os
 from typing import Any
 
+from streamridge.cli.argtypes import positive_int
 from streamridge.errors import ParameterError
 
 _FORM = (
     "--bands must be 'concat', ranges START:STOP separated by commas (e.g. 0:256,256:512, optionally "
     "named: words=0:256), or a JSON file of a list or an object of bands"
 )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
-    return value
 
 
 def add_fit_options(p: argparse.ArgumentParser) -> None:
@@ -45,7 +36,7 @@ def add_fit_options(p: argparse.ArgumentParser) -> None:
         "or 'concat' (the parts of a concat map of --features)",
     )  # fmt: skip
     p.add_argument(
-        "--band-weights", type=_positive_int, metavar="N",
+        "--band-weights", type=positive_int, metavar="N",
         help="with --bands: weight vectors searched (the equal weights, each band alone, then Dirichlet samples "
         "seeded by --seed; default 20)",
     )  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from streamridge._version import __version__
 from streamridge.cli import bands as cli_bands
 from streamridge.cli import features as cli_features
+from streamridge.cli.argtypes import positive_int
 
 PROG = "streamridge"
 
@@ -24,16 +25,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         text = " ".join(message.split())
         self.exit(2, f"{PROG}: error: {text} (see `{self.prog} --help`)\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
-    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -99,7 +90,7 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
     cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
     p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
     p.add_argument("--seed", type=int, help="seed of the fold hash (default 0)")
-    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)")
+    p.add_argument("--chunk-rows", type=positive_int, metavar="N", help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)")
     p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
     _add_storage_options(p)
     p.add_argument("--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes")
@@ -117,10 +108,10 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--no-intercept", action="store_true", help="fit no intercept")
     p.add_argument("--balanced", action="store_true", help="class-balanced weights (with --classify)")
     p.add_argument("--select", choices=("forward", "backward", "op-rr"), help="feature selection")
-    p.add_argument("--max-features", type=_positive_int, metavar="N")
-    p.add_argument("--min-features", type=_positive_int, metavar="N")
+    p.add_argument("--max-features", type=positive_int, metavar="N")
+    p.add_argument("--min-features", type=positive_int, metavar="N")
     p.add_argument("--force", type=int, nargs="+", metavar="J", help="feature indices that must stay in")
-    p.add_argument("--patience", type=_positive_int, metavar="N", help="stop selection after N steps without gain")
+    p.add_argument("--patience", type=positive_int, metavar="N", help="stop selection after N steps without gain")
     p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
     p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
     p.add_argument("--nested", action="store_true", help="also nested CV from the same statistics (>= 3 folds)")
@@ -129,7 +120,7 @@ def _add_fit(sub: Any) -> None:
         help="choose lambda by this metric (scikit-learn names): r2 and correlation from the statistics, "
         "others by one extra pass over the rows",
     )  # fmt: skip
-    p.add_argument("--rescore", type=_positive_int, metavar="K", help="with --select and --scoring: re-score the K best steps")
+    p.add_argument("--rescore", type=positive_int, metavar="K", help="with --select and --scoring: re-score the K best steps")
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
@@ -178,7 +169,7 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--x", default="X", metavar="NAME", help="name of X in the data (default X)")
     p.add_argument("--out", required=True, metavar="PATH", help="zarr store, or HDF5 if it ends in .h5/.hdf5")
     _add_overwrite(p)
-    p.add_argument("--chunk-rows", type=_positive_int, metavar="N", help="rows per chunk")
+    p.add_argument("--chunk-rows", type=positive_int, metavar="N", help="rows per chunk")
     p.add_argument("--scores", action="store_true", help="classifiers: also write decision scores")
     _add_storage_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -206,8 +197,8 @@ def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="generate an echo state network / NARMA-10 data set and fit it")
     p.add_argument("--out", default="streamridge-demo", metavar="DIR", help="output directory")
     _add_overwrite(p)
-    p.add_argument("--series", type=_positive_int, metavar="N", help="time series (default 20; --quick 5)")
-    p.add_argument("--rows-per-series", type=_positive_int, metavar="N", help="default 5000; --quick 1000")
+    p.add_argument("--series", type=positive_int, metavar="N", help="time series (default 20; --quick 5)")
+    p.add_argument("--rows-per-series", type=positive_int, metavar="N", help="default 5000; --quick 1000")
     p.add_argument("--folds", type=int, metavar="K", help="K folds instead of leave-one-series-out")
     p.add_argument("--quick", action="store_true", help="a small data set (a few seconds)")
     p.add_argument("--seed", type=int, default=0, help="seed of the training inputs")
