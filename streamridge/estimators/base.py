@@ -34,7 +34,8 @@ from streamridge.model_selection import choose as model_choice
 from streamridge.model_selection.attributes import CHOICE_ATTRS, METRIC_ATTRS, choice_attributes
 from streamridge.model_selection.band_split import cv_split_r2
 from streamridge.model_selection.bands import STATS_SCORINGS, check_bands
-from streamridge.model_selection.choose import Choice, SelectionConfig, config_of, path_table, selection_forms
+from streamridge.model_selection.batches import selection_forms, solve_bytes
+from streamridge.model_selection.choose import Choice, SelectionConfig, config_of, path_table
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import check_nested, chosen_cv_error, nested_cv, nested_summary
 from streamridge.model_selection.refit import refit
@@ -262,7 +263,7 @@ class StreamRidgeBase:
             )
         if self.chunk_rows is not None and int(self.chunk_rows) < 1:
             raise ParameterError(f"chunk_rows must be >= 1; got chunk_rows={self.chunk_rows}")
-        model_choice.solve_bytes(getattr(self, "solve_memory", None))
+        solve_bytes(getattr(self, "solve_memory", None))
         self._check_feature_params()
         self._check_nested()
         self._check_scoring()
