@@ -189,6 +189,12 @@ def solve_flops(K: int, N: int, T: int, R: int) -> float:
     return float(K * (4 + R * (1 + 1 / P)) * N**2 * T + 4 * N**2 * T)
 
 
+def reset_peak_rss() -> None:
+    """Start this process's peak resident memory (VmHWM) again from its resident memory now (Linux)."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
 def peak_rss_gb() -> float:
     """This process's peak resident memory (VmHWM), in GB."""
     with open("/proc/self/status") as fh:
@@ -268,6 +274,7 @@ def solve_only(a: argparse.Namespace) -> None:
     rate = gemm_rate()
     stats = load_stats(a.fit_stats)
     held = peak_rss_gb()
+    reset_peak_rss()  # the solve's own peak from here (reading the .npz held a second copy)
     K, N, T = stats.n_folds, stats.n_features, stats.n_targets
     m = sr.StreamRidgeCV(np.logspace(-1, 5, a.alphas), cv=K, scoring="r2", alpha_per_target=True,
                          solve_memory=a.solve_memory)  # fmt: skip
@@ -281,7 +288,7 @@ def solve_only(a: argparse.Namespace) -> None:
         f"solve from statistics: {K} folds x {N} features x {T} targets ({stats.n_rows} rows), {a.alphas} alphas"
     )
     print(
-        f"  X'Y {xy:.2f} GB; statistics loaded, peak RSS {held:.2f} GB; after the solve {peak_rss_gb():.2f} GB"
+        f"  X'Y {xy:.2f} GB; peak RSS reading the statistics {held:.2f} GB; peak RSS of the solve {peak_rss_gb():.2f} GB"
     )
     print(
         f"  solve {wall:.1f} s; flops {flops:.3g}, GEMM {best / 1e9:.1f} GFLOP/s: {flops / best:.1f} s; "
@@ -310,6 +317,9 @@ def main() -> None:
     ap.add_argument("--many", metavar="STORE", help="many targets from this zarr store (written if missing)")
     ap.add_argument("--solve-memory", default=None, help="solve_memory of the --many fit (default 1 GiB)")
     ap.add_argument("--skip-plain", action="store_true", help="only the banded case")
+    ap.add_argument("--skip-himalaya-banded", action="store_true", help="the banded case of streamridge only")
+    ap.add_argument("--skip-kernel", action="store_true", help="no scoring-kernel breakdown")
+    ap.add_argument("--skip-banded", action="store_true", help="only the plain-ridge case")
     ap.add_argument(
         "--write-stats", metavar="FILE", help="write the statistics of --rows x --features x --targets"
     )
@@ -361,7 +371,10 @@ def main() -> None:
             f"  same lambda {100 * same:.1f} % of targets; mean test R² {r_ours.mean():.4f} vs {r_him.mean():.4f}, "
             f"per target max |diff| {np.abs(r_ours - r_him).max():.1e}"
         )
-        kernel_breakdown(build_forms(from_chunk(Xtr, Ytr, folds, None, K, 1)), alphas, a.repeats)
+        if not a.skip_kernel:
+            kernel_breakdown(build_forms(from_chunk(Xtr, Ytr, folds, None, K, 1)), alphas, a.repeats)
+        if a.skip_banded:
+            return
 
     B, nb = a.bands, a.band_features
     X, Y = make_data(2 * a.rows, B, nb, a.band_targets, a.seed + 1)
@@ -379,6 +392,9 @@ def main() -> None:
         a.repeats,
         lambda: ours_banded(Xtr, Ytr[:, :8], folds, K, alphas, bands, weights[:2]),
     )
+    if a.skip_himalaya_banded:  # himalaya's BandedRidgeCV takes hours at the encoding sizes on 2 cores
+        print(f"  streamridge {t_ours:8.3f} s (himalaya not run)")
+        return
     t_him, model = timed(
         lambda: himalaya_banded(Xtr, Ytr, folds, alphas, groups, weights),
         a.repeats,

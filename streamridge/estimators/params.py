@@ -28,9 +28,9 @@ from streamridge.datapass.scheduling import StartingCluster
 from streamridge.errors import ParameterError
 from streamridge.folds.splits import check_cv, is_splits
 from streamridge.model_selection.bands import STATS_SCORINGS, check_bands
+from streamridge.model_selection.batches import solve_bytes
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import check_nested
-from streamridge.model_selection.solve_memory import solve_bytes
 from streamridge.solvers import SOLVERS
 from streamridge.solvers.grid import check_alphas
 

@@ -21,7 +21,8 @@ from streamridge.forms.build import Forms, FullForm, TargetBatches
 from streamridge.model_selection import choose as model_choice
 from streamridge.model_selection.attributes import choice_attributes
 from streamridge.model_selection.band_split import cv_split_r2
-from streamridge.model_selection.choose import Choice, SelectionConfig, path_table, selection_forms
+from streamridge.model_selection.batches import selection_forms
+from streamridge.model_selection.choose import Choice, SelectionConfig, path_table
 from streamridge.model_selection.metrics import check_scoring
 from streamridge.model_selection.nested import chosen_cv_error, nested_cv, nested_summary
 from streamridge.model_selection.refit import refit
@@ -175,7 +176,7 @@ def model_forms(
 ) -> tuple[Forms | TargetBatches, FullForm]:
     """The per-fold forms and the training form of all rows that the model is selected from.
 
-    :func:`streamridge.model_selection.choose.selection_forms`: with ``whole`` False
+    :func:`streamridge.model_selection.batches.selection_forms`: with ``whole`` False
     and more targets than ``config.max_bytes`` holds, the forms by batches of targets.
 
     Raises

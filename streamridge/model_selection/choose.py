@@ -26,7 +26,8 @@ selection, prefix or banded search it came from.
 Many targets: without a feature selection the targets are independent until
 the choice (a lambda per target, or one for their summed scores), so the forms
 are built and scored one batch of targets at a time
-(:class:`~streamridge.forms.build.TargetBatches`, :func:`selection_forms`),
+(:class:`~streamridge.forms.build.TargetBatches`,
+:func:`streamridge.model_selection.batches.selection_forms`),
 every fold decomposed once; the batches' width follows from ``max_bytes``.
 None of it reads a row.
 """
@@ -40,24 +41,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamridge.errors import ParameterError
-from streamridge.forms.build import (
-    Forms,
-    FullForm,
-    TargetBatches,
-    build_forms,
-    build_full_form,
-    each_batch,
-    n_targets_of,
-    target_batch_width,
-)
+from streamridge.forms.build import Forms, FullForm, TargetBatches
 from streamridge.model_selection.bands import STATS_SCORINGS, Bands, check_bands
-from streamridge.model_selection.solve_memory import DEFAULT_SOLVE_BYTES, solve_bytes
+from streamridge.model_selection.batches import DEFAULT_SOLVE_BYTES, solve_bytes, target_scores
 from streamridge.solvers import fold_errors
 from streamridge.solvers.banded import BandedSearch, banded_search
 from streamridge.solvers.grid import check_alphas, default_alphas
-from streamridge.solvers.quadratics import ValidationFactor
-from streamridge.solvers.target_scores import choose_scores, fold_score_set
-from streamridge.stats.foldstats import FoldStats
+from streamridge.solvers.target_scores import choose_scores
 
 if TYPE_CHECKING:
     from streamridge.selection import SelectionResult
@@ -186,7 +176,8 @@ def choose_model(forms: Forms | TargetBatches, full: FullForm, cfg: SelectionCon
     ----------
     forms : Forms or TargetBatches
         Per-fold forms of the folds to select on (with ``scoring``: built ``with_moments``),
-        or their statistics' forms by batches of targets (:func:`selection_forms`).
+        or their statistics' forms by batches of targets
+        (:func:`~streamridge.model_selection.batches.selection_forms`).
     full : FullForm
         Training form of all their rows (the default grid and OP-RR's ranking;
         with target batches, of any batch: its ``A`` alone is used).
@@ -251,40 +242,6 @@ def _choose_all(forms: Forms | TargetBatches, alphas: np.ndarray, cfg: Selection
     N = forms.n_features if isinstance(forms, TargetBatches) else int(forms.At.shape[1])
     index = _choose_by(E, S, alphas, cfg)
     return Choice(np.ones(N, dtype=bool), alphas, index, E, scoring=cfg.scoring, scores=S)
-
-
-def target_scores(
-    forms: Forms | TargetBatches, alphas: np.ndarray, cfg: SelectionConfig
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Fold errors and (with ``cfg.scoring``) scores of every lambda, fold and target, batch by batch.
-
-    One batch without ``scoring``: the solver of ``cfg.solver`` on the forms, as
-    ever.  Otherwise the quadratics of :mod:`streamridge.solvers.quadratics`
-    (the eigen method through a factor of the validation form; squared error
-    and the score from the same products), each fold decomposed once for all
-    batches; the covariance solver runs on each batch.
-
-    Returns
-    -------
-    E : array of shape (R, K, T)
-    S : array of shape (R, K, T) or None
-    """
-    T, K, R = n_targets_of(forms), forms.n_folds, alphas.shape[0]
-    if isinstance(forms, Forms) and cfg.scoring is None:
-        return fold_errors(forms, alphas, solver=cfg.solver), None
-    E = np.empty((R, K, T))
-    S = None if cfg.scoring is None else np.empty((R, K, T))
-    named = ("sse",) if cfg.scoring is None else ("sse", cfg.scoring)
-    factors: dict[int, ValidationFactor] = {}  # every fold decomposed once, whatever the batches
-    for cols, fb in each_batch(forms):
-        if cfg.solver == "covariance" and S is None:
-            E[:, :, cols] = fold_errors(fb, alphas, solver=cfg.solver)
-            continue
-        found = fold_score_set(fb, alphas, named, factors=factors)
-        E[:, :, cols] = found["sse"]
-        if S is not None and cfg.scoring is not None:
-            S[:, :, cols] = found[cfg.scoring]
-    return E, S
 
 
 def _choose_banded(forms: Forms | TargetBatches, alphas: np.ndarray, cfg: SelectionConfig) -> Choice:
@@ -355,39 +312,6 @@ def _rechoose_by_score(forms: Forms, choice: Choice, cfg: SelectionConfig) -> Ch
         choice, support=support, errors=E, selection=step,
         rescore_steps=np.asarray(steps, dtype=np.int64), rescore_scores=np.array([f[3] for f in found]),
     )  # fmt: skip
-
-
-def selection_forms(
-    stats: FoldStats,
-    cfg: SelectionConfig,
-    *,
-    train_only: int = 0,
-    forward: bool = False,
-    whole: bool = False,
-) -> tuple[Forms | TargetBatches, FullForm]:
-    """The forms :func:`choose_model` takes for ``stats`` and ``cfg``, and the full form.
-
-    The forms of all targets when their ``Bt`` and ``Bv`` fit ``cfg.max_bytes``
-    (or ``whole``, or a feature selection needs them together); else
-    :class:`~streamridge.forms.build.TargetBatches` of that width, with the
-    full form of the first target (its ``A``: the default grid).  With ``cfg.scoring`` or
-    ``cfg.bands`` the forms carry the folds' own moments.
-    """
-    fi, std, bal = cfg.fit_intercept, cfg.standardize, cfg.balanced
-    moments = cfg.scoring is not None or cfg.bands is not None
-    K, N, T = stats.n_folds - train_only, stats.n_features, stats.n_targets
-    width = target_batch_width(K, N, cfg.max_bytes)
-    if whole or not cfg.batched or width >= T:
-        forms = build_forms(
-            stats, fit_intercept=fi, standardize=std, balanced=bal, train_only=train_only, forward=forward,
-            with_moments=moments,
-        )  # fmt: skip
-        return forms, build_full_form(stats, fit_intercept=fi, standardize=std, balanced=bal)
-    batches = TargetBatches(
-        stats, width=width, fit_intercept=fi, standardize=std, balanced=bal, train_only=train_only,
-        forward=forward, with_moments=moments,
-    )  # fmt: skip
-    return batches, batches.full(slice(0, 1))
 
 
 def selection_path(forms: Forms, full: FullForm, alphas: np.ndarray, cfg: SelectionConfig) -> SelectionResult:

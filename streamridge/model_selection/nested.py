@@ -47,6 +47,7 @@ import numpy as np
 from streamridge.errors import FoldError, ParameterError
 from streamridge.forms.build import Forms, build_forms
 from streamridge.model_selection import choose
+from streamridge.model_selection.batches import selection_forms
 
 # re-exported: the model selection's names stay importable from here
 from streamridge.model_selection.choose import Choice as Choice
@@ -197,7 +198,7 @@ def nested_cv(stats: FoldStats, cfg: SelectionConfig, *, outer: Forms | None = N
     def one(o: int) -> tuple[np.ndarray, float | np.ndarray, np.ndarray]:
         inner = drop_fold(stats, o)
         try:
-            forms, full = choose.selection_forms(inner, cfg)
+            forms, full = selection_forms(inner, cfg)
         except FoldError as exc:
             raise FoldError(f"nested CV, outer fold {o}: {exc}") from None
         c = choose.choose_model(forms, full, cfg)  # the very model selection of a fit
