@@ -31,15 +31,22 @@ def main(small: bool = False) -> dict[str, float]:
     DATA = write_zarr(os.path.join(work, "data.zarr"), X, y, chunk_rows=M // 20)  # stands in for your store
     SCHEDULER = "threads" if small else "local:2"
     model = sr.StreamRidgeCV(
-        cv=10, features=RandomHidden(200, seed=0), feature_prefixes=[25, 50, 100, 200],
-        scheduler=SCHEDULER, checkpoint=os.path.join(work, "ckpt"),
+        cv=10,
+        features=RandomHidden(200, seed=0),
+        feature_prefixes=[25, 50, 100, 200],
+        scheduler=SCHEDULER,
+        checkpoint=os.path.join(work, "ckpt"),
     ).fit(DATA)
     save_model(model, os.path.join(work, "model.npz"))
     back = sr.load_model(os.path.join(work, "model.npz"))
     same = bool(np.array_equal(back.predict(X[:1000]), model.predict(X[:1000])))
-    print(f"{M} rows on {SCHEDULER}: pass {model.timings_['pass_s']:.1f} s ({model.timings_['rows_per_s']:,.0f} rows/s); "
-          f"{model.n_features_selected_} units, lambda {model.alpha_:.3g}")
-    print(f"model file {os.path.join(work, 'model.npz')} (map stored, no pickle); reloaded predictions identical: {same}")
+    print(
+        f"{M} rows on {SCHEDULER}: pass {model.timings_['pass_s']:.1f} s ({model.timings_['rows_per_s']:,.0f} rows/s); "
+        f"{model.n_features_selected_} units, lambda {model.alpha_:.3g}"
+    )
+    print(
+        f"model file {os.path.join(work, 'model.npz')} (map stored, no pickle); reloaded predictions identical: {same}"
+    )
     if small:
         shutil.rmtree(work)
     return {"rows_per_s": float(model.timings_["rows_per_s"]), "same": float(same)}

@@ -23,13 +23,19 @@ def main(small: bool = False) -> dict[str, float]:
     X, y = make_friedman1(M + 5000, n_features=5, noise=0.5, random_state=2)
     X_test, y_test, X, y = X[M:], y[M:], X[:M], y[:M]
     prefixes = [n_ref // 8, n_ref // 4, n_ref // 2, n_ref]
-    m = sr.StreamRidgeCV(cv=10, features=Distances(n_ref, seed=0), feature_prefixes=prefixes, standardize=True).fit(X, y)
+    m = sr.StreamRidgeCV(
+        cv=10, features=Distances(n_ref, seed=0), feature_prefixes=prefixes, standardize=True
+    ).fit(X, y)
     mse = float(np.mean((m.predict(X_test) - y_test) ** 2))
     lin = sr.StreamRidgeCV(cv=10).fit(X, y)
     mse_lin = float(np.mean((lin.predict(X_test) - y_test) ** 2))
     print(f"Friedman #1 (5 inputs), {M} training rows")
-    print("prefix CV MSE: " + ", ".join(f"{n}: {e / M:.4f}" for n, e in zip(m.prefix_sizes_, m.prefix_errors_)))
-    print(f"distances to {m.n_features_selected_} sampled references: test MSE {mse:.4f}; linear on raw inputs: {mse_lin:.4f}")
+    print(
+        "prefix CV MSE: " + ", ".join(f"{n}: {e / M:.4f}" for n, e in zip(m.prefix_sizes_, m.prefix_errors_))
+    )
+    print(
+        f"distances to {m.n_features_selected_} sampled references: test MSE {mse:.4f}; linear on raw inputs: {mse_lin:.4f}"
+    )
     return {"mse": mse, "mse_linear": mse_lin, "references": m.n_features_selected_}
 
 

@@ -28,7 +28,12 @@ def main(small: bool = False) -> dict[str, dict[str, float]]:
     print(f"{'read-out':<10} {'units':>6} {'CV MSE':>9} {'test MSE':>9} {'time s':>7}")
     for selection in (None, "forward", "backward"):
         t0 = time.perf_counter()
-        m = sr.StreamRidgeCV(cv=10, standardize=True, selection=selection, features=RandomHidden(units, input_scaling=1.0, seed=1)).fit(X, y)
+        m = sr.StreamRidgeCV(
+            cv=10,
+            standardize=True,
+            selection=selection,
+            features=RandomHidden(units, input_scaling=1.0, seed=1),
+        ).fit(X, y)
         dt = time.perf_counter() - t0
         cv = float(np.min(m.cv_errors_)) / M
         test = float(np.mean((m.predict(X_test) - y_test) ** 2))

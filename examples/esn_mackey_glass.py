@@ -35,15 +35,24 @@ def main(small: bool = False) -> dict[str, float]:
     train = slice(0, n_seg * seg)
     g = np.repeat(np.arange(n_seg), seg)
     model = sr.StreamRidgeCV(
-        cv="groups", alphas=np.logspace(-10, 1, 23), chunk_rows=seg // 2,
-        features=EchoStateNetwork(units, spectral_radius=0.9, input_scaling=0.5, bias_scaling=0.2, washout=washout, seed=0),
+        cv="groups",
+        alphas=np.logspace(-10, 1, 23),
+        chunk_rows=seg // 2,
+        features=EchoStateNetwork(
+            units, spectral_radius=0.9, input_scaling=0.5, bias_scaling=0.2, washout=washout, seed=0
+        ),
         feature_prefixes=[units // 4, units // 2, units],
     ).fit(u[train], y[train], groups=g)
     pred = model.predict(u[n_seg * seg :])
     err = nrmse(y[n_seg * seg :][washout:], pred[washout:])
     print(f"Mackey-Glass, {n_seg} segments x {seg} steps, ESN {units} units")
-    print("prefix CV error: " + ", ".join(f"{n}: {e:.4g}" for n, e in zip(model.prefix_sizes_, model.prefix_errors_)))
-    print(f"chosen {model.n_features_selected_} units, lambda {model.alpha_:.3g}; one-step test NRMSE {err:.4f}")
+    print(
+        "prefix CV error: "
+        + ", ".join(f"{n}: {e:.4g}" for n, e in zip(model.prefix_sizes_, model.prefix_errors_))
+    )
+    print(
+        f"chosen {model.n_features_selected_} units, lambda {model.alpha_:.3g}; one-step test NRMSE {err:.4f}"
+    )
     return {"nrmse": err, "units": model.n_features_selected_}
 
 

@@ -39,18 +39,35 @@ def main(small: bool = False) -> dict[str, float]:
     prefixes = [units // 8, units // 4, units // 2, units]
     u, y, g = narma_series(S, T, seed=1)
     u_test, y_test, g_test = narma_series(2, T, seed=2)
-    esn = EchoStateNetwork(units, spectral_radius=0.95, input_scaling=0.5, bias_scaling=0.2, sparsity=0.9,
-                           washout=washout, seed=0)
+    esn = EchoStateNetwork(
+        units,
+        spectral_radius=0.95,
+        input_scaling=0.5,
+        bias_scaling=0.2,
+        sparsity=0.9,
+        washout=washout,
+        seed=0,
+    )
     t0 = time.perf_counter()
-    model = sr.StreamRidgeCV(cv="groups", features=esn, feature_prefixes=prefixes, alphas=np.logspace(-10, 1, 23),
-                             chunk_rows=T // 2).fit(u, y, groups=g)
+    model = sr.StreamRidgeCV(
+        cv="groups",
+        features=esn,
+        feature_prefixes=prefixes,
+        alphas=np.logspace(-10, 1, 23),
+        chunk_rows=T // 2,
+    ).fit(u, y, groups=g)
     t_fit = time.perf_counter() - t0
     keep = np.tile(np.arange(T) >= washout, 2)
     pred = model.predict(u_test, groups=g_test)
     err = nrmse(y_test[keep], pred[keep])
     print(f"{S} series x {T} steps, ESN {units} units, leave-one-series-out ({model.n_folds_} folds)")
-    print("prefix CV error: " + ", ".join(f"{n}: {e:.4g}" for n, e in zip(model.prefix_sizes_, model.prefix_errors_)))
-    print(f"chosen {model.n_features_selected_} units, lambda {model.alpha_:.3g}; one pass + selection {t_fit:.2f} s")
+    print(
+        "prefix CV error: "
+        + ", ".join(f"{n}: {e:.4g}" for n, e in zip(model.prefix_sizes_, model.prefix_errors_))
+    )
+    print(
+        f"chosen {model.n_features_selected_} units, lambda {model.alpha_:.3g}; one pass + selection {t_fit:.2f} s"
+    )
     print(f"test NRMSE on 2 new series: {err:.4f}")
 
     t0 = time.perf_counter()  # the same read-out in memory with scikit-learn
@@ -61,8 +78,10 @@ def main(small: bool = False) -> dict[str, float]:
     err_sk = nrmse(y_test[keep], ridge.predict(F_test)[keep])
     t_sk = time.perf_counter() - t0
     gap = float(np.abs(ridge.predict(F_test) - pred).max())
-    print(f"scikit-learn Ridge on the in-memory states (same units and lambda, one fit, no CV): test NRMSE {err_sk:.4f}, "
-          f"{t_sk:.2f} s, max |prediction difference| {gap:.2e}")
+    print(
+        f"scikit-learn Ridge on the in-memory states (same units and lambda, one fit, no CV): test NRMSE {err_sk:.4f}, "
+        f"{t_sk:.2f} s, max |prediction difference| {gap:.2e}"
+    )
     return {"nrmse": err, "nrmse_sklearn": err_sk, "units": model.n_features_selected_, "gap": gap}
 
 

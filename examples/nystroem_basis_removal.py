@@ -29,19 +29,29 @@ def main(small: bool = False) -> dict[str, float]:
     X_test, y_test, X, y = X[M:], y[M:], X[:M], y[:M]
     gamma = 0.5
     t0 = time.perf_counter()
-    m = sr.StreamRidgeCV(cv=10, selection="backward", min_features=n_basis // 10,
-                         features=Nystroem(n_basis, kernel="rbf", gamma=gamma, whiten=False, seed=0)).fit(X, y)
+    m = sr.StreamRidgeCV(
+        cv=10,
+        selection="backward",
+        min_features=n_basis // 10,
+        features=Nystroem(n_basis, kernel="rbf", gamma=gamma, whiten=False, seed=0),
+    ).fit(X, y)
     t_sr = time.perf_counter() - t0
     mse = float(np.mean((m.predict(X_test) - y_test) ** 2))
     t0 = time.perf_counter()
     with threadpool_limits(1):  # small dense solves: threaded BLAS only adds overhead
-        kr = GridSearchCV(KernelRidge(kernel="rbf", gamma=gamma), {"alpha": np.logspace(-6, 1, 8)}, cv=5).fit(X, y)
+        kr = GridSearchCV(KernelRidge(kernel="rbf", gamma=gamma), {"alpha": np.logspace(-6, 1, 8)}, cv=5).fit(
+            X, y
+        )
     t_kr = time.perf_counter() - t0
     mse_kr = float(np.mean((kr.predict(X_test) - y_test) ** 2))
     print(f"Friedman #1 (5 inputs), {M} training rows; rbf kernel, gamma {gamma}")
-    print(f"streamridge: {n_basis} sampled basis vectors -> {int(m.support_.sum())} kept by backward selection; "
-          f"test MSE {mse:.4f}; {t_sr:.1f} s")
-    print(f"exact kernel ridge, all {M} rows as basis, 5-fold grid search over 8 lambdas: test MSE {mse_kr:.4f}; {t_kr:.1f} s")
+    print(
+        f"streamridge: {n_basis} sampled basis vectors -> {int(m.support_.sum())} kept by backward selection; "
+        f"test MSE {mse:.4f}; {t_sr:.1f} s"
+    )
+    print(
+        f"exact kernel ridge, all {M} rows as basis, 5-fold grid search over 8 lambdas: test MSE {mse_kr:.4f}; {t_kr:.1f} s"
+    )
     return {"mse": mse, "mse_exact": mse_kr, "kept": int(m.support_.sum())}
 
 

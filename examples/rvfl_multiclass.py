@@ -29,8 +29,11 @@ def main(small: bool = False) -> dict[str, float]:
     X_test, y_test, X, y = X[n_train:], y[n_train:], X[:n_train], y[:n_train]
     out = {}
     print(f"digits: {n_train} training, {len(y_test)} test images, 10 classes")
-    for name, fmap in [("linear", None), ("ELM", RandomHidden(units, input_scaling=0.3, seed=4)),
-                       ("RVFL", RandomHidden(units, input_scaling=0.3, direct=True, seed=4))]:
+    for name, fmap in [
+        ("linear", None),
+        ("ELM", RandomHidden(units, input_scaling=0.3, seed=4)),
+        ("RVFL", RandomHidden(units, input_scaling=0.3, direct=True, seed=4)),
+    ]:
         clf = sr.StreamRidgeClassifierCV(cv=5, features=fmap).fit(X, y)
         acc = float(np.mean(clf.predict(X_test) == y_test))
         out[name] = acc

@@ -70,13 +70,17 @@ def child(kind: str, store: str, units: int, chunk_rows: int) -> dict:
     maps = candidates(units)
     with threadpool_limits(1):
         if kind == "one":
-            est = sr.StreamRidgeCV(cv="groups", features=maps, scheduler="sync", chunk_rows=chunk_rows, progress=False)
+            est = sr.StreamRidgeCV(
+                cv="groups", features=maps, scheduler="sync", chunk_rows=chunk_rows, progress=False
+            )
             est.fit(store, groups="groups")
             return {"time": est.timings_["pass_s"]}
         if kind == "separate":
             total = 0.0
             for m in maps:
-                est = sr.StreamRidgeCV(cv="groups", features=m, scheduler="sync", chunk_rows=chunk_rows, progress=False)
+                est = sr.StreamRidgeCV(
+                    cv="groups", features=m, scheduler="sync", chunk_rows=chunk_rows, progress=False
+                )
                 est.compute_stats(store, groups="groups")
                 total += est.timings_["pass_s"]
             return {"time": total}
@@ -120,8 +124,18 @@ def map_alone(fmap, store: str) -> float:
 
 def measure(kind: str, args: argparse.Namespace, store: str) -> tuple[float, float]:
     """(seconds, peak RSS in MiB) of one child run."""
-    argv = [sys.executable, __file__, "--child", kind, "--store", store, "--units", str(args.units),
-            "--chunk-rows", str(args.chunk_rows)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--store",
+        store,
+        "--units",
+        str(args.units),
+        "--chunk-rows",
+        str(args.chunk_rows),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read() if proc.stdout else ""
@@ -138,7 +152,9 @@ def main() -> None:
     ap.add_argument("--units", type=int, default=200)
     ap.add_argument("--chunk-rows", type=int, default=12_500)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--dir", default=None, help="where the store is written (default: a new temporary directory)")
+    ap.add_argument(
+        "--dir", default=None, help="where the store is written (default: a new temporary directory)"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -155,13 +171,17 @@ def main() -> None:
     (t1, m1), (tg, mg), (tr, _), (tm, _) = (min(runs[k]) for k in runs)
     m1, mg = (max(r[1] for r in runs[k]) for k in ("one", "separate"))
     rows = args.series * args.steps
-    print(f"{G} ESN candidates of {args.units} units, {args.series} series x {args.steps:,} steps ({rows:,} rows), "
-          f"one fold per series, 1 thread, best of {args.repeats} alternated; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{G} ESN candidates of {args.units} units, {args.series} series x {args.steps:,} steps ({rows:,} rows), "
+        f"one fold per series, 1 thread, best of {args.repeats} alternated; load {os.getloadavg()[0]:.1f}"
+    )
     print(f"one pass, all candidates   {t1:9.2f} s   peak RSS {m1:7.0f} MiB")
     print(f"{G} separate passes         {tg:9.2f} s   peak RSS {mg:7.0f} MiB   ({tg / t1:.2f}x the one pass)")
     print(f"one read of the store      {tr:9.3f} s")
     print(f"one candidate's map alone  {tm:9.3f} s")
-    print(f"map-time ratio (one pass - one read) / ({G} x map alone) = {(t1 - tr) / (G * tm):.2f} (goal <= 1.15)")
+    print(
+        f"map-time ratio (one pass - one read) / ({G} x map alone) = {(t1 - tr) / (G * tm):.2f} (goal <= 1.15)"
+    )
     print(f"per candidate, one pass vs separate (less one read each) = {(t1 - tr) / (tg - G * tr):.2f}")
 
 

@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     def one_thread(self: CellAccumulator, pool: Any, n: int) -> None:
         use_threads(self, pool, 1)
 
-    print(f"cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; {args.mb:g} MB of float64 rows, one partition")
+    print(
+        f"cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; {args.mb:g} MB of float64 rows, one partition"
+    )
     for cells in args.cells:
         K, C = (int(v) for v in cells.split("x"))
         for N in args.features:
@@ -62,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             rng = np.random.default_rng(0)
             X = rng.normal(size=(M, N)) + 3
             y = rng.integers(0, C, M).astype(float) if C > 1 else X @ rng.normal(size=N)
-            spec = PassSpec(FoldScheme("hash", K), tuple(float(c) for c in range(C)) if C > 1 else None, C if C > 2 else 1)
+            spec = PassSpec(
+                FoldScheme("hash", K), tuple(float(c) for c in range(C)) if C > 1 else None, C if C > 2 else 1
+            )
             src = open_source(X, y=y, chunk_rows=M)
             accumulate(src, spec, partition_rows=M)  # the first allocation of the statistics in this process
             times: dict[str, float] = {"threads": float("inf"), "one": float("inf")}
@@ -70,12 +74,19 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(2):  # alternate
                 for key in ("threads", "one"):
                     CellAccumulator.use_threads = use_threads if key == "threads" else one_thread  # type: ignore[method-assign]
-                    t, results[key] = _best(functools.partial(accumulate, src, spec, partition_rows=M), args.repeats)
+                    t, results[key] = _best(
+                        functools.partial(accumulate, src, spec, partition_rows=M), args.repeats
+                    )
                     times[key] = min(times[key], t)
             CellAccumulator.use_threads = use_threads  # type: ignore[method-assign]
-            same = all(np.array_equal(getattr(results["threads"], f), getattr(results["one"], f)) for f in FIELDS)
-            print(f"{cells:6s} N={N:<5d} M={M:<8d} cell threads {times['threads']:.3f} s  one thread {times['one']:.3f} s  "
-                  f"ratio {times['threads'] / times['one']:.2f}  bit-identical {same}  load {os.getloadavg()[0]:.2f}", flush=True)
+            same = all(
+                np.array_equal(getattr(results["threads"], f), getattr(results["one"], f)) for f in FIELDS
+            )
+            print(
+                f"{cells:6s} N={N:<5d} M={M:<8d} cell threads {times['threads']:.3f} s  one thread {times['one']:.3f} s  "
+                f"ratio {times['threads'] / times['one']:.2f}  bit-identical {same}  load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     return 0
 
 

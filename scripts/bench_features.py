@@ -88,10 +88,14 @@ def _report_map_alone(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
         t_fresh = best(lambda: _map_alone(fmap, u, g, args.chunk_rows, reuse=False), args.repeats, cpu)
         t_tanh = best(lambda: _tanh_cost(fmap, u), args.repeats, cpu)
     values = len(u) * fmap.n_features_out_
-    print(f"(c) map alone, 1 thread (CPU)    {t_alone:8.3f} s; its GEMM/GEMV alone {t_gemm:.3f} s; ratio {t_alone / t_gemm:.2f}; "
-          f"{len(u) / t_alone:,.0f} rows/s")
+    print(
+        f"(c) map alone, 1 thread (CPU)    {t_alone:8.3f} s; its GEMM/GEMV alone {t_gemm:.3f} s; ratio {t_alone / t_gemm:.2f}; "
+        f"{len(u) / t_alone:,.0f} rows/s"
+    )
     print(f"    new output array per group   {t_fresh:8.3f} s; ratio {t_fresh / t_gemm:.2f}")
-    print(f"    tanh alone of {values:,} values {t_tanh:.3f} s ({t_tanh / values * 1e9:.2f} ns each; {t_tanh / t_gemm:.2f} of the products)")
+    print(
+        f"    tanh alone of {values:,} values {t_tanh:.3f} s ({t_tanh / values * 1e9:.2f} ns each; {t_tanh / t_gemm:.2f} of the products)"
+    )
 
 
 def _report_baseline(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
@@ -110,12 +114,16 @@ def _report_baseline(fmap, u: np.ndarray, g: np.ndarray, args) -> None:
         for name in times:
             _reservoir.run_series = old.run_series if name == "old" else new_run
             t0 = time.thread_time()
-            _matmul_cost(fmap, u, g, args.chunk_rows) if name == "gemm" else _map_alone(fmap, u, g, args.chunk_rows)
+            _matmul_cost(fmap, u, g, args.chunk_rows) if name == "gemm" else _map_alone(
+                fmap, u, g, args.chunk_rows
+            )
             times[name].append(time.thread_time() - t0)
         _reservoir.run_series = new_run
     t_new, t_old, t_gemm = (min(times[n]) for n in ("new", "old", "gemm"))
-    print(f"(c) alternated x{args.repeats}, CPU: new {t_new:.3f} s, old {t_old:.3f} s, GEMMs {t_gemm:.3f} s; "
-          f"ratio new {t_new / t_gemm:.3f}, old {t_old / t_gemm:.3f}; new vs old {t_old / t_new:.3f}x; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"(c) alternated x{args.repeats}, CPU: new {t_new:.3f} s, old {t_old:.3f} s, GEMMs {t_gemm:.3f} s; "
+        f"ratio new {t_new / t_gemm:.3f}, old {t_old / t_gemm:.3f}; new vs old {t_old / t_new:.3f}x; load {os.getloadavg()[0]:.1f}"
+    )
 
 
 def _tanh_cost(fmap, u: np.ndarray) -> None:
@@ -129,29 +137,57 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--map", choices=("esn", "random_hidden"), default="esn")
     ap.add_argument("--units", type=int, default=200)
-    ap.add_argument("--leak-rate", type=float, default=1.0, help="ESN leak rate (below 1: the leaky step loop)")
+    ap.add_argument(
+        "--leak-rate", type=float, default=1.0, help="ESN leak rate (below 1: the leaky step loop)"
+    )
     ap.add_argument("--series", type=int, default=16)
     ap.add_argument("--steps", type=int, default=12_500)
     ap.add_argument("--chunk-rows", type=int, default=12_500)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--workers", action="store_true", help="(e): the map pass on 1 vs 2 worker processes")
-    ap.add_argument("--cv", type=int, default=None, help="K hash folds for (a), (d), (e) (default: one fold per series)")
-    ap.add_argument("--default-chunks", action="store_true", help="(a), (d), (e): the estimator's default chunk rows, not --chunk-rows")
+    ap.add_argument(
+        "--cv", type=int, default=None, help="K hash folds for (a), (d), (e) (default: one fold per series)"
+    )
+    ap.add_argument(
+        "--default-chunks",
+        action="store_true",
+        help="(a), (d), (e): the estimator's default chunk rows, not --chunk-rows",
+    )
     ap.add_argument("--only-pass", action="store_true", help="(a) and (d) only")
-    ap.add_argument("--only-cli", action="store_true", help="(g) only: streamridge fit and predict of the raw store")
-    ap.add_argument("--only-workers", action="store_true", help="(e) only: the map pass on 1 vs 2 worker processes")
+    ap.add_argument(
+        "--only-cli", action="store_true", help="(g) only: streamridge fit and predict of the raw store"
+    )
+    ap.add_argument(
+        "--only-workers", action="store_true", help="(e) only: the map pass on 1 vs 2 worker processes"
+    )
     ap.add_argument("--only-map", action="store_true", help="(c) only: the map alone vs its GEMM/GEMV cost")
-    ap.add_argument("--lane-results", action="store_true", help="(f) only: lane groups' results, own folds vs all folds")
-    ap.add_argument("--baseline", default=None, help="with --only-map: a copy of an older _lockstep.py to time alternately")
+    ap.add_argument(
+        "--lane-results", action="store_true", help="(f) only: lane groups' results, own folds vs all folds"
+    )
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="with --only-map: a copy of an older _lockstep.py to time alternately",
+    )
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench_features_")
-    fmap = EchoStateNetwork(args.units, leak_rate=args.leak_rate, seed=1) if args.map == "esn" else RandomHidden(args.units, seed=1)
+    fmap = (
+        EchoStateNetwork(args.units, leak_rate=args.leak_rate, seed=1)
+        if args.map == "esn"
+        else RandomHidden(args.units, seed=1)
+    )
     u, y, g = make_raw(args.series, args.steps)
     raw = write_zarr(os.path.join(root, "raw.zarr"), u, y, g, chunk_rows=args.chunk_rows)
     fmap = fmap.fit(u)
-    est = dict(cv="groups" if args.cv is None else args.cv, features=fmap, chunk_rows=None if args.default_chunks else args.chunk_rows)
-    print(f"{args.map} {args.units} units, {args.series} series x {args.steps} steps = {len(y):,} rows, chunks of {args.chunk_rows}")
+    est = dict(
+        cv="groups" if args.cv is None else args.cv,
+        features=fmap,
+        chunk_rows=None if args.default_chunks else args.chunk_rows,
+    )
+    print(
+        f"{args.map} {args.units} units, {args.series} series x {args.steps} steps = {len(y):,} rows, chunks of {args.chunk_rows}"
+    )
 
     if args.only_map:
         _report_map_alone(fmap, u, g, args)
@@ -166,14 +202,21 @@ def main() -> None:
         return
     if args.only_workers:
         one, two = _workers(est, raw, args.repeats)
-        print(f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
-              f"{one:.2f} s / {two:.2f} s; speed-up {one / two:.2f}x")
+        print(
+            f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
+            f"{one:.2f} s / {two:.2f} s; speed-up {one / two:.2f}x"
+        )
         if args.dir is None:
             shutil.rmtree(root)
         return
-    t_map = best(lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats)
+    t_map = best(
+        lambda: sr.StreamRidgeCV(**est, scheduler="threads").compute_stats(raw, groups="groups"), args.repeats
+    )
     with threadpool_limits(1):  # one worker with one BLAS thread, as each threaded worker has
-        t_map1 = best(lambda: sr.StreamRidgeCV(**est, scheduler="sync").compute_stats(raw, groups="groups"), args.repeats)
+        t_map1 = best(
+            lambda: sr.StreamRidgeCV(**est, scheduler="sync").compute_stats(raw, groups="groups"),
+            args.repeats,
+        )
     if args.only_pass:
         print(f"(a) map pass, threads            {t_map:8.2f} s   {len(y) / t_map:12,.0f} rows/s")
         print(f"(d) map pass 1 worker (sync)     {t_map1:8.2f} s; load {os.getloadavg()[0]:.1f}")
@@ -187,7 +230,12 @@ def main() -> None:
     write_zarr(feat_path, F, y, g, chunk_rows=args.chunk_rows)
     t_write = time.perf_counter() - t0
     del F
-    t_disk = best(lambda: sr.StreamRidgeCV(cv="groups", chunk_rows=args.chunk_rows, scheduler="threads").compute_stats(feat_path, groups="groups"), args.repeats)
+    t_disk = best(
+        lambda: sr.StreamRidgeCV(cv="groups", chunk_rows=args.chunk_rows, scheduler="threads").compute_stats(
+            feat_path, groups="groups"
+        ),
+        args.repeats,
+    )
 
     with threadpool_limits(1):
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
@@ -204,16 +252,28 @@ def main() -> None:
 
     raw_b, feat_b = du(os.path.join(root, "raw.zarr")), du(feat_path)
     print(f"(a) map pass, threads            {t_map:8.2f} s   {len(y) / t_map:12,.0f} rows/s")
-    print(f"(b) write features + pass        {t_write:8.2f} s + {t_disk:.2f} s = {t_write + t_disk:.2f} s   "
-          f"(map pass is {(t_write + t_disk) / t_map:.2f}x faster end to end; pass over stored features alone {t_disk / t_map:.2f}x of (a))")
-    print(f"    disk: raw {raw_b / 2**20:.1f} MiB, features {feat_b / 2**20:.1f} MiB (avoided by the map pass)")
-    print(f"(c) map alone, 1 thread          {t_alone:8.2f} s; its GEMM/GEMV alone {t_gemm:.2f} s; ratio {t_alone / t_gemm:.2f}")
-    print(f"    series one at a time         {t_alone1:8.2f} s; its GEMV alone {t_gemv1:.2f} s; ratio {t_alone1 / t_gemv1:.2f}; "
-          f"batched map {t_alone1 / t_alone:.2f}x faster")
-    print(f"(d) map pass 1 worker (sync)     {t_map1:8.2f} s; threads {t_map:.2f} s; speed-up {t_map1 / t_map:.2f}x on {os.cpu_count()} cores")
+    print(
+        f"(b) write features + pass        {t_write:8.2f} s + {t_disk:.2f} s = {t_write + t_disk:.2f} s   "
+        f"(map pass is {(t_write + t_disk) / t_map:.2f}x faster end to end; pass over stored features alone {t_disk / t_map:.2f}x of (a))"
+    )
+    print(
+        f"    disk: raw {raw_b / 2**20:.1f} MiB, features {feat_b / 2**20:.1f} MiB (avoided by the map pass)"
+    )
+    print(
+        f"(c) map alone, 1 thread          {t_alone:8.2f} s; its GEMM/GEMV alone {t_gemm:.2f} s; ratio {t_alone / t_gemm:.2f}"
+    )
+    print(
+        f"    series one at a time         {t_alone1:8.2f} s; its GEMV alone {t_gemv1:.2f} s; ratio {t_alone1 / t_gemv1:.2f}; "
+        f"batched map {t_alone1 / t_alone:.2f}x faster"
+    )
+    print(
+        f"(d) map pass 1 worker (sync)     {t_map1:8.2f} s; threads {t_map:.2f} s; speed-up {t_map1 / t_map:.2f}x on {os.cpu_count()} cores"
+    )
     if t_workers is not None:
-        print(f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
-              f"{t_workers[0]:.2f} s / {t_workers[1]:.2f} s; speed-up {t_workers[0] / t_workers[1]:.2f}x")
+        print(
+            f"(e) map pass, 1 / 2 worker processes (dask LocalCluster, started before timing) "
+            f"{t_workers[0]:.2f} s / {t_workers[1]:.2f} s; speed-up {t_workers[0] / t_workers[1]:.2f}x"
+        )
     if args.dir is None:
         shutil.rmtree(root)
 
@@ -226,17 +286,46 @@ def _report_cli(fmap, u: np.ndarray, g: np.ndarray, raw: str, root: str, args) -
 
     spec = os.path.join(root, "features.json")
     with open(spec, "w") as f:
-        json.dump({"map": "esn" if args.map == "esn" else "random_hidden", "n_units": args.units, "seed": 1}, f)
+        json.dump(
+            {"map": "esn" if args.map == "esn" else "random_hidden", "n_units": args.units, "seed": 1}, f
+        )
     model, out = os.path.join(root, "m.npz"), os.path.join(root, "p.zarr")
-    fit = ["fit", "--data", raw, "--groups", "groups", "--leave-group-out", "--features", spec, "--out", model, "--quiet", "--overwrite"]
-    predict = ["predict", "--model", model, "--data", raw, "--groups", "groups", "--out", out, "--quiet", "--overwrite"]
+    fit = [
+        "fit",
+        "--data",
+        raw,
+        "--groups",
+        "groups",
+        "--leave-group-out",
+        "--features",
+        spec,
+        "--out",
+        model,
+        "--quiet",
+        "--overwrite",
+    ]
+    predict = [
+        "predict",
+        "--model",
+        model,
+        "--data",
+        raw,
+        "--groups",
+        "groups",
+        "--out",
+        out,
+        "--quiet",
+        "--overwrite",
+    ]
     t_fit = best(lambda: cli.main(fit), args.repeats)
     t_predict = best(lambda: cli.main(predict), args.repeats)
     with threadpool_limits(1):
         t_alone = best(lambda: _map_alone(fmap, u, g, args.chunk_rows), args.repeats)
     n = len(u)
-    print(f"(g) streamridge fit {t_fit:.2f} s ({n / t_fit:,.0f} rows/s), predict {t_predict:.2f} s ({n / t_predict:,.0f} rows/s); "
-          f"map alone on 1 thread {t_alone:.2f} s; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"(g) streamridge fit {t_fit:.2f} s ({n / t_fit:,.0f} rows/s), predict {t_predict:.2f} s ({n / t_predict:,.0f} rows/s); "
+        f"map alone on 1 thread {t_alone:.2f} s; load {os.getloadavg()[0]:.1f}"
+    )
 
 
 def _map_pass(est: dict, raw: str, client: Any) -> Any:
@@ -286,14 +375,22 @@ def _report_lane_results(est: dict, raw: str, args) -> None:
                 size = sum(len(pickle.dumps(r)) for r in level)
                 t2 = time.process_time()
                 while len(level) > 1:
-                    level = [kernel.merge(*level[i : i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+                    level = [
+                        kernel.merge(*level[i : i + 2]) if i + 1 < len(level) else level[i]
+                        for i in range(0, len(level), 2)
+                    ]
                 stats_kernel.all_folds(level[0], model._spec)
                 times[mode].append((t1 - t0, time.process_time() - t2))
-                print(f"    {mode} folds: {len(calls)} lane-group results of {size / 1e6:.1f} MB pickled in all", flush=True)
+                print(
+                    f"    {mode} folds: {len(calls)} lane-group results of {size / 1e6:.1f} MB pickled in all",
+                    flush=True,
+                )
     stats_kernel.lane_scheme = own
     for mode, v in times.items():
-        print(f"(f) {mode} folds: lane-group tasks CPU {min(t for t, _ in v):.3f} s, merge tree CPU {min(m for _, m in v):.3f} s "
-              f"(best of {args.repeats}); load {os.getloadavg()[0]:.1f}")
+        print(
+            f"(f) {mode} folds: lane-group tasks CPU {min(t for t, _ in v):.3f} s, merge tree CPU {min(m for _, m in v):.3f} s "
+            f"(best of {args.repeats}); load {os.getloadavg()[0]:.1f}"
+        )
 
 
 def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
@@ -312,7 +409,9 @@ def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int, reuse: bool 
     each group in lockstep; ``reuse``: into one output buffer; whole chunks, where the pass maps a round in
     slices of at most plan.GROUP_BYTES), other maps chunk by chunk."""
     if isinstance(fmap, EchoStateNetwork):
-        buf = np.empty((0, fmap.n_features_out_))  # one output buffer reused, as a lane group reuses it per round
+        buf = np.empty(
+            (0, fmap.n_features_out_)
+        )  # one output buffer reused, as a lane group reuses it per round
         for group in _series_groups(g):
             rows = sum(b - a for a, b in group)
             buf = buf if reuse and buf.shape[0] >= rows else np.empty((rows, fmap.n_features_out_))

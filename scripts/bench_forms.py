@@ -61,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(a.rounds):
                 for workers, name in ((0, "fold pool"), (1, "one thread")):
                     med, best, user, sys_ = _measure(stats, workers or None, a.repeats)  # type: ignore[arg-type]
-                    print(f"K={K} N={N} round {r + 1} {name:10s}: median {med * 1e3:6.2f} ms  best {best * 1e3:6.2f} ms  "
-                          f"user {user * 1e3:6.2f} ms  sys {sys_ * 1e3:6.2f} ms per build")
+                    print(
+                        f"K={K} N={N} round {r + 1} {name:10s}: median {med * 1e3:6.2f} ms  best {best * 1e3:6.2f} ms  "
+                        f"user {user * 1e3:6.2f} ms  sys {sys_ * 1e3:6.2f} ms per build"
+                    )
     return 0
 
 

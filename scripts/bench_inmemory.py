@@ -59,7 +59,9 @@ def data(rows: int, N: int, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.n
     return X, y, groups
 
 
-def cli_rows(X: np.ndarray, y: np.ndarray, g: np.ndarray, alphas: np.ndarray, repeats: int) -> dict[str, float]:
+def cli_rows(
+    X: np.ndarray, y: np.ndarray, g: np.ndarray, alphas: np.ndarray, repeats: int
+) -> dict[str, float]:
     """The CLI against the Python call on the same .npy files, warm and in a fresh interpreter."""
     r: dict[str, float] = {}
     root = tempfile.mkdtemp(prefix="bench-inmemory-")
@@ -68,15 +70,35 @@ def cli_rows(X: np.ndarray, y: np.ndarray, g: np.ndarray, alphas: np.ndarray, re
             np.save(os.path.join(root, f"{name}.npy"), arr)
         est = StreamRidgeCV(alphas=alphas, cv="groups")
         est.fit(root, groups="groups")  # warm-up
-        r["python"] = best(lambda: StreamRidgeCV(alphas=alphas, cv="groups").fit(root, groups="groups"), repeats)
+        r["python"] = best(
+            lambda: StreamRidgeCV(alphas=alphas, cv="groups").fit(root, groups="groups"), repeats
+        )
         values = " ".join(map(str, alphas))
         cmds = {
-            "cli": [sys.executable, "-m", "streamridge", "fit", "--data", root, "--groups", "groups",
-                    "--leave-group-out", "--alphas", *values.split(), "--out", os.path.join(root, "m.npz"),
-                    "--overwrite", "--quiet"],
-            "fresh": [sys.executable, "-c", "import numpy as np; from streamridge import StreamRidgeCV; "
-                      f"StreamRidgeCV(alphas=np.array({values.split()!r}, float), cv='groups')"
-                      f".fit({root!r}, groups='groups')"],
+            "cli": [
+                sys.executable,
+                "-m",
+                "streamridge",
+                "fit",
+                "--data",
+                root,
+                "--groups",
+                "groups",
+                "--leave-group-out",
+                "--alphas",
+                *values.split(),
+                "--out",
+                os.path.join(root, "m.npz"),
+                "--overwrite",
+                "--quiet",
+            ],
+            "fresh": [
+                sys.executable,
+                "-c",
+                "import numpy as np; from streamridge import StreamRidgeCV; "
+                f"StreamRidgeCV(alphas=np.array({values.split()!r}, float), cv='groups')"
+                f".fit({root!r}, groups='groups')",
+            ],
             "imports": [sys.executable, "-c", "import numpy, scipy.linalg, dask.array, sklearn.base"],
             "interpreter": [sys.executable, "-c", "pass"],
         }
@@ -84,11 +106,15 @@ def cli_rows(X: np.ndarray, y: np.ndarray, g: np.ndarray, alphas: np.ndarray, re
             r[name] = best(lambda cmd=cmd: subprocess.run(cmd, check=True), repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = "
-          f"{r['cli'] / r['python']:.2f}   (goal <= 1.3)")
-    print(f"fresh interpreter: python call {r['fresh']:.3f} s   cli / fresh = {r['cli'] / r['fresh']:.2f}   "
-          f"imports (numpy, scipy.linalg, dask.array, sklearn.base) {r['imports']:.3f} s   "
-          f"interpreter {r['interpreter']:.3f} s")
+    print(
+        f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = "
+        f"{r['cli'] / r['python']:.2f}   (goal <= 1.3)"
+    )
+    print(
+        f"fresh interpreter: python call {r['fresh']:.3f} s   cli / fresh = {r['cli'] / r['fresh']:.2f}   "
+        f"imports (numpy, scipy.linalg, dask.array, sklearn.base) {r['imports']:.3f} s   "
+        f"interpreter {r['interpreter']:.3f} s"
+    )
     print(f"cli - python = {r['cli'] - r['python']:.3f} s, of which the imports floor {r['imports']:.3f} s")
     print(f"load at end {os.getloadavg()[0]:.2f}")
     return r
@@ -106,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     X, y, g = data(a.rows, a.features, a.groups)
     alphas = np.logspace(-3, 3, a.alphas)
-    print(f"M={a.rows} N={a.features} groups={a.groups} lambdas={a.alphas} float64, cores={os.cpu_count()}, "
-          f"load at start {os.getloadavg()[0]:.2f}")
+    print(
+        f"M={a.rows} N={a.features} groups={a.groups} lambdas={a.alphas} float64, cores={os.cpu_count()}, "
+        f"load at start {os.getloadavg()[0]:.2f}"
+    )
     est = lambda **kw: StreamRidgeCV(alphas=alphas, cv="groups", **kw)  # noqa: E731
     model = est().fit(X, y, groups=g)  # warm-up (imports, thread pools)
     r: dict[str, float] = {}
@@ -124,13 +152,33 @@ def main(argv: list[str] | None = None) -> int:
         for name, arr in (("X", X), ("y", y), ("groups", g)):
             np.save(os.path.join(root, f"{name}.npy"), arr)
         r["python"] = best(lambda: est().fit(root, groups="groups"), a.repeats)
-        cmd = [sys.executable, "-m", "streamridge", "fit", "--data", root, "--groups", "groups", "--leave-group-out",
-               "--alphas", *map(str, alphas), "--out", os.path.join(root, "m.npz"), "--overwrite", "--quiet"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "streamridge",
+            "fit",
+            "--data",
+            root,
+            "--groups",
+            "groups",
+            "--leave-group-out",
+            "--alphas",
+            *map(str, alphas),
+            "--out",
+            os.path.join(root, "m.npz"),
+            "--overwrite",
+            "--quiet",
+        ]
         r["cli"] = best(lambda: subprocess.run(cmd, check=True), a.repeats)
-        r["local2_files"] = best(lambda: est(scheduler="local:2").fit(root, groups="groups"), max(1, a.repeats - 1))
+        r["local2_files"] = best(
+            lambda: est(scheduler="local:2").fit(root, groups="groups"), max(1, a.repeats - 1)
+        )
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+            Client(cluster) as c,
+        ):
             est(scheduler=c).fit(root, groups="groups")  # warm-up
             r["cluster_files"] = best(lambda: est(scheduler=c).fit(root, groups="groups"), a.repeats)
     finally:
@@ -140,17 +188,27 @@ def main(argv: list[str] | None = None) -> int:
 
         r["sklearn"] = best(lambda: RidgeCV(alphas=alphas).fit(X, y), 1)
     fit = min(r["fit"], r["fit_again"])
-    print(f"fit {r['fit']:.3f} s / {r['fit_again']:.3f} s (before / after the parts)   gram {r['gram']:.3f} s   "
-          f"solve stage {r['solve']:.3f} s")
+    print(
+        f"fit {r['fit']:.3f} s / {r['fit_again']:.3f} s (before / after the parts)   gram {r['gram']:.3f} s   "
+        f"solve stage {r['solve']:.3f} s"
+    )
     print(f"fit / (gram + solve) = {fit / (r['gram'] + r['solve']):.2f}   (goal <= 1.5)")
     if "sklearn" in r:
-        print(f"sklearn RidgeCV (LOO) {r['sklearn']:.2f} s   sklearn / fit = {r['sklearn'] / fit:.1f}   (goal ~60)")
-    print(f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = {r['cli'] / r['python']:.2f}")
-    print(f"local:2 {r['local2']:.3f} s   local:2 / threads = {r['local2'] / fit:.2f}   (arrays shipped, "
-          f"cluster start-up included; the 1.3x goal is bench_schedulers.py's)")
-    print(f"files: local:2 {r['local2_files']:.3f} s (start-up included), a running 2-process cluster "
-          f"{r['cluster_files']:.3f} s, threads {r['python']:.3f} s: ratios {r['local2_files'] / r['python']:.2f} and "
-          f"{r['cluster_files'] / r['python']:.2f}")
+        print(
+            f"sklearn RidgeCV (LOO) {r['sklearn']:.2f} s   sklearn / fit = {r['sklearn'] / fit:.1f}   (goal ~60)"
+        )
+    print(
+        f"python fit(.npy dir) {r['python']:.3f} s   cli {r['cli']:.3f} s   cli / python = {r['cli'] / r['python']:.2f}"
+    )
+    print(
+        f"local:2 {r['local2']:.3f} s   local:2 / threads = {r['local2'] / fit:.2f}   (arrays shipped, "
+        f"cluster start-up included; the 1.3x goal is bench_schedulers.py's)"
+    )
+    print(
+        f"files: local:2 {r['local2_files']:.3f} s (start-up included), a running 2-process cluster "
+        f"{r['cluster_files']:.3f} s, threads {r['python']:.3f} s: ratios {r['local2_files'] / r['python']:.2f} and "
+        f"{r['cluster_files'] / r['python']:.2f}"
+    )
     print(f"load at end {os.getloadavg()[0]:.2f}")
     return 0
 

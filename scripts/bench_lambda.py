@@ -100,8 +100,12 @@ def limit_times(stats, alphas, repeats: int) -> dict[str, float]:
     solve = lambda: StreamRidgeCV(alphas).fit_stats(stats)  # noqa: E731
     out["limit_computed_s"] = K * out["eigh_one_s"] / n_cpus()
     # solve and limit timed back to back, 3 x repeats pairs: the ratio of each pair, then the median
-    out["paired_solve_s"], out["paired_limit_s"], out["solve_over_limit_paired"] = paired(solve, lambda: _limited(limit, N), 3 * repeats)
-    out["solve_cpu_s"], out["limit_cpu_s"], out["solve_over_limit_cpu"] = paired(solve, lambda: _limited(limit, N), 3 * repeats, time.process_time)
+    out["paired_solve_s"], out["paired_limit_s"], out["solve_over_limit_paired"] = paired(
+        solve, lambda: _limited(limit, N), 3 * repeats
+    )
+    out["solve_cpu_s"], out["limit_cpu_s"], out["solve_over_limit_cpu"] = paired(
+        solve, lambda: _limited(limit, N), 3 * repeats, time.process_time
+    )
     return out
 
 
@@ -113,14 +117,26 @@ def _limited(fn, n_features):
 def print_solve(res: dict[str, float], N: int, K: int, R: int) -> None:
     """The solve stage against its limit."""
     print(f"lambda search, N={N} features, K={K} folds, R={R} lambdas ({os.cpu_count()} cpus)")
-    print(f"  solve stage, eigen method (folds on all cores) : {res['eigen_s'] * 1e3:9.1f} ms   (paper: 1.0 s)")
+    print(
+        f"  solve stage, eigen method (folds on all cores) : {res['eigen_s'] * 1e3:9.1f} ms   (paper: 1.0 s)"
+    )
     print(f"  same, measured again after the limit          : {res['eigen_again_s'] * 1e3:9.1f} ms")
-    print(f"  limit: K eigh on the fold pool (solver's eigh): {res['limit_s'] * 1e3:9.1f} ms   (K x {res['eigh_one_s'] * 1e3:.2f} ms / {n_cpus()} cores = {res['limit_computed_s'] * 1e3:.1f} ms)")
-    print(f"  same with numpy.linalg.eigh                   : {res['np_limit_s'] * 1e3:9.1f} ms   (one: {res['np_eigh_one_s'] * 1e3:.2f} ms)")
+    print(
+        f"  limit: K eigh on the fold pool (solver's eigh): {res['limit_s'] * 1e3:9.1f} ms   (K x {res['eigh_one_s'] * 1e3:.2f} ms / {n_cpus()} cores = {res['limit_computed_s'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"  same with numpy.linalg.eigh                   : {res['np_limit_s'] * 1e3:9.1f} ms   (one: {res['np_eigh_one_s'] * 1e3:.2f} ms)"
+    )
     print(f"  ratio solve stage / limit (medians above)     : {res['solve_over_limit']:9.2f} x")
-    print(f"  ratio, paired (solve, limit back to back)     : {res['solve_over_limit_paired']:9.2f} x   (goal <= 1.5; solve {res['paired_solve_s'] * 1e3:.1f} ms, limit {res['paired_limit_s'] * 1e3:.1f} ms)")
-    print(f"  ratio of CPU time (all threads), paired       : {res['solve_over_limit_cpu']:9.2f} x   (solve {res['solve_cpu_s'] * 1e3:.1f} ms, limit {res['limit_cpu_s'] * 1e3:.1f} ms)")
-    print(f"    parts: forms {res['forms_s'] * 1e3:.1f} ms, full form {res['full_form_s'] * 1e3:.1f} ms, fold errors (K eigh + scoring) {res['fold_errors_s'] * 1e3:.1f} ms")
+    print(
+        f"  ratio, paired (solve, limit back to back)     : {res['solve_over_limit_paired']:9.2f} x   (goal <= 1.5; solve {res['paired_solve_s'] * 1e3:.1f} ms, limit {res['paired_limit_s'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"  ratio of CPU time (all threads), paired       : {res['solve_over_limit_cpu']:9.2f} x   (solve {res['solve_cpu_s'] * 1e3:.1f} ms, limit {res['limit_cpu_s'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"    parts: forms {res['forms_s'] * 1e3:.1f} ms, full form {res['full_form_s'] * 1e3:.1f} ms, fold errors (K eigh + scoring) {res['fold_errors_s'] * 1e3:.1f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,13 +144,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--features", type=int, default=200)
     p.add_argument("--folds", type=int, default=23)
     p.add_argument("--alphas", type=int, default=60)
-    p.add_argument("--rows", type=int, default=46_000, help="rows of the statistics (cost of the solve is independent of it)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=46_000,
+        help="rows of the statistics (cost of the solve is independent of it)",
+    )
     p.add_argument("--naive-rows", type=int, nargs=2, default=(2300, 4600), metavar=("M1", "M2"))
-    p.add_argument("--naive-folds", type=int, default=3, help="folds timed for the naive baseline (scaled to all)")
+    p.add_argument(
+        "--naive-folds", type=int, default=3, help="folds timed for the naive baseline (scaled to all)"
+    )
     p.add_argument("--paper-rows", type=int, default=345_000)
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--solve-only", action="store_true", help="only the solve stage against its limit (no naive, covariance)")
+    p.add_argument(
+        "--solve-only",
+        action="store_true",
+        help="only the solve stage against its limit (no naive, covariance)",
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     if a.quick:
@@ -152,16 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, float] = {}
     res["eigen_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="eigen").fit_stats(stats), a.repeats)
     res.update(limit_times(stats, alphas, a.repeats))
-    res["eigen_again_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="eigen").fit_stats(stats), a.repeats)
+    res["eigen_again_s"] = median_time(
+        lambda: StreamRidgeCV(alphas, solver="eigen").fit_stats(stats), a.repeats
+    )
     res["solve_over_limit"] = min(res["eigen_s"], res["eigen_again_s"]) / res["limit_s"]
     if a.solve_only:
         print_solve(res, N, K, R)
         return 0
-    res["covariance_s"] = median_time(lambda: StreamRidgeCV(alphas, solver="covariance").fit_stats(stats), max(3, a.repeats // 3))
+    res["covariance_s"] = median_time(
+        lambda: StreamRidgeCV(alphas, solver="covariance").fit_stats(stats), max(3, a.repeats // 3)
+    )
     for threads in (1, 2):
         with threadpool_limits(threads):
             os.environ["STREAMRIDGE_FOLD_WORKERS"] = "1"
-            res[f"eigen_serial_blas{threads}_s"] = median_time(lambda: StreamRidgeCV(alphas).fit_stats(stats), a.repeats)
+            res[f"eigen_serial_blas{threads}_s"] = median_time(
+                lambda: StreamRidgeCV(alphas).fit_stats(stats), a.repeats
+            )
             os.environ.pop("STREAMRIDGE_FOLD_WORKERS")
     e1 = StreamRidgeCV(alphas, solver="eigen").fit_stats(stats)
     e2 = StreamRidgeCV(alphas, solver="covariance").fit_stats(stats)
@@ -177,20 +210,37 @@ def main(argv: list[str] | None = None) -> int:
     res["naive_paperM_over_eigen"] = res["naive_paper_M_s"] / res["eigen_s"]
     res["naive_M2_over_eigen"] = t2 / res["eigen_s"]
     info = {
-        "shape": {"N": N, "K": K, "R": R, "stats_rows": a.rows, "naive_rows": [m1, m2], "paper_rows": a.paper_rows},
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform(),
-                    "blas": [(i["internal_api"], i["num_threads"]) for i in threadpool_info()]},
+        "shape": {
+            "N": N,
+            "K": K,
+            "R": R,
+            "stats_rows": a.rows,
+            "naive_rows": [m1, m2],
+            "paper_rows": a.paper_rows,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "blas": [(i["internal_api"], i["num_threads"]) for i in threadpool_info()],
+        },
     }
     if a.json:
         print(json.dumps({**info, **res}, indent=1))
         return 0
     print_solve(res, N, K, R)
     for t in (1, 2):
-        print(f"  solve stage, eigen, folds serial, {t} BLAS thr. : {res[f'eigen_serial_blas{t}_s'] * 1e3:9.1f} ms")
-    print(f"  solve stage, covariance method               : {res['covariance_s'] * 1e3:9.1f} ms   (paper: 13 s)")
+        print(
+            f"  solve stage, eigen, folds serial, {t} BLAS thr. : {res[f'eigen_serial_blas{t}_s'] * 1e3:9.1f} ms"
+        )
+    print(
+        f"  solve stage, covariance method               : {res['covariance_s'] * 1e3:9.1f} ms   (paper: 13 s)"
+    )
     print(f"  naive refits, M={m1:,}                        : {t1:9.2f} s")
     print(f"  naive refits, M={m2:,}                        : {t2:9.2f} s")
-    print(f"  naive refits, extrapolated to M={a.paper_rows:,}   : {res['naive_paper_M_s']:9.0f} s   (paper: 10 h)")
+    print(
+        f"  naive refits, extrapolated to M={a.paper_rows:,}   : {res['naive_paper_M_s']:9.0f} s   (paper: 10 h)"
+    )
     print(f"  ratio covariance / eigen                     : {res['cov_over_eigen']:9.1f} x")
     print(f"  ratio naive(M={a.paper_rows:,}) / eigen          : {res['naive_paperM_over_eigen']:9.0f} x")
     print(f"  ratio naive(M={m2:,}) / eigen                  : {res['naive_M2_over_eigen']:9.0f} x")

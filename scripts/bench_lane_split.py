@@ -46,7 +46,9 @@ def main() -> None:
     try:
         u, y, g = make_raw(args.series, args.steps)
         raw = write_zarr(os.path.join(root, "raw.zarr"), u, y, g, chunk_rows=args.chunk_rows)
-        est = dict(cv="groups", features=EchoStateNetwork(args.units, seed=1).fit(u), chunk_rows=args.chunk_rows)
+        est = dict(
+            cv="groups", features=EchoStateNetwork(args.units, seed=1).fit(u), chunk_rows=args.chunk_rows
+        )
         results: dict[float, list[tuple[float, list[int]]]] = {s: [] for s in args.saturation}
         with scheduler_session(f"local:{args.workers}") as cluster:
             client = cluster.client()
@@ -61,13 +63,17 @@ def main() -> None:
                         wall = time.perf_counter() - t0
                     split = collections.Counter(r["worker"] for r in ts.data if "call_task" in str(r["key"]))
                     results[s].append((wall, sorted(split.values())))
-        print(f"ESN {args.units} units, {args.series} series x {args.steps} steps, chunks of {args.chunk_rows}, "
-              f"local:{args.workers}, load {os.getloadavg()[0]:.1f}")
+        print(
+            f"ESN {args.units} units, {args.series} series x {args.steps} steps, chunks of {args.chunk_rows}, "
+            f"local:{args.workers}, load {os.getloadavg()[0]:.1f}"
+        )
         for s, runs in results.items():
             walls = [w for w, _ in runs]
             splits = collections.Counter(tuple(sp) for _, sp in runs)
-            print(f"  saturation {s}: lane tasks per worker {dict(splits)}; wall {min(walls):.2f}-{max(walls):.2f} s, "
-                  f"mean {sum(walls) / len(walls):.2f} s")
+            print(
+                f"  saturation {s}: lane tasks per worker {dict(splits)}; wall {min(walls):.2f}-{max(walls):.2f} s, "
+                f"mean {sum(walls) / len(walls):.2f} s"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

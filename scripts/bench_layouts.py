@@ -98,7 +98,9 @@ def write(path: str, layout: str, rows: int, N: int, dtype: str, n_classes: int)
         x = (rng.standard_normal((min(block, rows - s), N)) + 3).astype(dtype)
         t = x.astype(np.float64) @ w
         X[s : s + len(x)] = x
-        y[s : s + len(x)] = np.digitize(t, np.quantile(t, np.linspace(0, 1, n_classes + 1)[1:-1])) if n_classes > 1 else t
+        y[s : s + len(x)] = (
+            np.digitize(t, np.quantile(t, np.linspace(0, 1, n_classes + 1)[1:-1])) if n_classes > 1 else t
+        )
     if fmt == "hdf5":
         f.close()
     elif fmt == "npy":
@@ -137,9 +139,14 @@ def measure(path: str, folds: int, n_classes: int, repeats: int, min_seconds: fl
     warm_y = np.zeros(1000) if classes is None else np.full(1000, classes[0])
     accumulate(open_source(np.zeros((1000, src.n_features())), y=warm_y), spec)
     report = PassReport()
-    stages = {"c": lambda: accumulate(src, spec, report=report), "a": lambda: bench_stream.read_only(src, args, spec)}
+    stages = {
+        "c": lambda: accumulate(src, spec, report=report),
+        "a": lambda: bench_stream.read_only(src, args, spec),
+    }
     keys = "cab"
-    if "pieces" in inspect.signature(bench_stream.read_only).parameters:  # (a'): large chunks decoded in pieces
+    if (
+        "pieces" in inspect.signature(bench_stream.read_only).parameters
+    ):  # (a'): large chunks decoded in pieces
         stages["p"] = lambda: bench_stream.read_only(src, args, spec, pieces=True)
         keys += "p"
     ts: dict[str, list[float]] = {k: [] for k in keys}
@@ -177,7 +184,16 @@ def _run_child(child: str, repeats: int, tree: str | None, min_seconds: float = 
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = os.path.abspath(tree)
-    cmd = [sys.executable, __file__, "--child", child, "--repeats", str(repeats), "--min-seconds", str(min_seconds)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        child,
+        "--repeats",
+        str(repeats),
+        "--min-seconds",
+        str(min_seconds),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -188,14 +204,19 @@ def add_cell_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("features", type=int)
     p.add_argument("dtype")
     p.add_argument("--mb", type=float, default=128)
-    p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"),
-                   help="data sets (kept for reruns)")
+    p.add_argument(
+        "--dir",
+        default=os.path.join(tempfile.gettempdir(), "streamridge-bench-pass-cpu"),
+        help="data sets (kept for reruns)",
+    )
 
 
 def cell_data(directory: str, layout: str, N: int, dtype: str, mb: float, n_classes: int = 1) -> str:
     """The path of one cell's data set under ``directory``, written unless it is there."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{layout}-{N}-{dtype}-{mb:g}" + (f"-{n_classes}" if n_classes > 1 else ""))
+    path = os.path.join(
+        directory, f"{layout}-{N}-{dtype}-{mb:g}" + (f"-{n_classes}" if n_classes > 1 else "")
+    )
     if not os.path.exists(path):
         write(path, layout, _rows_for(layout, mb, N, dtype), N, dtype, n_classes)
         quiesce()
@@ -232,27 +253,43 @@ def _peak_rss_mb() -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=None, help="rows per data set (default: from --mb)")
-    p.add_argument("--mb", type=float, default=128, help="MB of X per data set, at least one stored chunk (default 128)")
+    p.add_argument(
+        "--mb", type=float, default=128, help="MB of X per data set, at least one stored chunk (default 128)"
+    )
     p.add_argument("--features", type=int, nargs="+", default=[200])
-    p.add_argument("--layouts", nargs="+", default=["zarr-4mb", "zarr-40mb", "hdf5", "npy"], choices=list(LAYOUTS))
+    p.add_argument(
+        "--layouts", nargs="+", default=["zarr-4mb", "zarr-40mb", "hdf5", "npy"], choices=list(LAYOUTS)
+    )
     p.add_argument("--dtypes", nargs="+", default=["float32"])
     p.add_argument("--cells", nargs="+", default=["5x1"], help="FOLDSxCLASSES, e.g. 5x1 10x10")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--min-seconds", type=float, default=0.0,
-                   help="go on past --repeats rounds until a cell's passes (c) took this long in all (at most 100 rounds)")
+    p.add_argument(
+        "--min-seconds",
+        type=float,
+        default=0.0,
+        help="go on past --repeats rounds until a cell's passes (c) took this long in all (at most 100 rounds)",
+    )
     p.add_argument("--dir", default=None)
-    p.add_argument("--compare", default=None, metavar="TREE",
-                   help="another checkout (e.g. `git archive main`): each cell is also measured with its streamridge, "
-                        "alternating with this one, on the same stored data")
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="TREE",
+        help="another checkout (e.g. `git archive main`): each cell is also measured with its streamridge, "
+        "alternating with this one, on the same stored data",
+    )
     p.add_argument("--rounds", type=int, default=1, help="alternations of this tree and --compare per cell")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         spec = json.loads(args.child)
-        print(json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats, args.min_seconds)))
+        print(
+            json.dumps(measure(spec["path"], spec["folds"], spec["classes"], args.repeats, args.min_seconds))
+        )
         return 0
     root = args.dir or tempfile.mkdtemp(prefix="bench-layouts-")
-    print(f"M={args.rows or f'{args.mb:g} MB of X (at least 1 stored chunk)'}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15")
+    print(
+        f"M={args.rows or f'{args.mb:g} MB of X (at least 1 stored chunk)'}, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}; ratio = c/(a+b), goal <= 1.15"
+    )
     try:
         for layout in args.layouts:
             for N in args.features:
@@ -267,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                         for rnd in range(args.rounds):
                             for tree in [None, *([args.compare] if args.compare else [])]:
                                 r = _run_child(child, args.repeats, tree, args.min_seconds)
-                                label = "" if not args.compare else ("old " if tree else "new ") + f"#{rnd + 1} "
+                                label = (
+                                    "" if not args.compare else ("old " if tree else "new ") + f"#{rnd + 1} "
+                                )
                                 print(
                                     f"{label}{layout:13s} N={N:<5d} {dtype:8s} cells={cells:6s} M={rows:<8d} "
                                     f"partitions={r['partitions']:<4d} rounds={r['rounds']:<3d} "

@@ -32,7 +32,9 @@ import time
 from _bench_data import du, write
 
 
-def fit_peak(store: str, out: str, extra: list[str], arenas: str = "cli") -> tuple[float, float, dict, tuple[float, float]]:
+def fit_peak(
+    store: str, out: str, extra: list[str], arenas: str = "cli"
+) -> tuple[float, float, dict, tuple[float, float]]:
     """Peak RSS (MiB), wall seconds, the JSON summary and (user, system) CPU seconds of one CLI fit in a child."""
     cmd = [
         sys.executable,
@@ -72,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None)
     p.add_argument("--store", default=None, help="measure this existing store instead of writing new ones")
     p.add_argument("--scheduler", default=None)
-    p.add_argument("--arenas", nargs="+", default=["cli"], help="'cli' (the CLI's cap) and/or MALLOC_ARENA_MAX values")
+    p.add_argument(
+        "--arenas", nargs="+", default=["cli"], help="'cli' (the CLI's cap) and/or MALLOC_ARENA_MAX values"
+    )
     args = p.parse_args(argv)
     extra = [] if args.scheduler is None else ["--scheduler", args.scheduler]
     root = args.dir or tempfile.mkdtemp(prefix="bench-memory-")
@@ -89,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             stores.append(path)
         for store in stores:
             for arenas in args.arenas:
-                peak, wall, summary, (user, system) = fit_peak(store, os.path.join(root, "model.npz"), extra, arenas)
+                peak, wall, summary, (user, system) = fit_peak(
+                    store, os.path.join(root, "model.npz"), extra, arenas
+                )
                 rows = summary.get("rows", 0)
                 rate = summary.get("timings", {}).get("rows_per_s", float("nan"))
                 print(

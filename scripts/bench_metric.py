@@ -36,19 +36,39 @@ def main(argv: list[str] | None = None) -> int:
     print(f"store {a.store}, scoring {a.scoring}, load average at start {os.getloadavg()[0]:.2f}")
     for _ in range(a.repeats):
         for root in roots:
-            cmd = [sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--scoring", a.scoring, "--out", out,
-                   "--overwrite", "--json"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "streamridge",
+                "fit",
+                "--data",
+                a.store,
+                "--scoring",
+                a.scoring,
+                "--out",
+                out,
+                "--overwrite",
+                "--json",
+            ]
             t = time.perf_counter()
-            proc = subprocess.run(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True,
-                                  text=True, check=True)
+            proc = subprocess.run(
+                cmd,
+                cwd=root,
+                env=dict(os.environ, PYTHONPATH=str(root)),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             wall = time.perf_counter() - t
             timings = json.loads(proc.stdout)["timings"]
             runs[root].append((timings["pass_s"], timings["metric_pass_s"], wall))
     for root, r in runs.items():
         pass_s, metric_s, wall = (min(x[i] for x in r) for i in range(3))
         every = ", ".join(f"{m:.2f}" for _, m, _ in r)
-        print(f"{root!s:40s} pass {pass_s:.2f} s  metric pass {metric_s:.2f} s (every run: {every})  "
-              f"metric / pass {metric_s / pass_s:.2f}  command {wall:.2f} s")
+        print(
+            f"{root!s:40s} pass {pass_s:.2f} s  metric pass {metric_s:.2f} s (every run: {every})  "
+            f"metric / pass {metric_s / pass_s:.2f}  command {wall:.2f} s"
+        )
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -87,16 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.rounds):
         for k, fn in stages.items():
             res[k].append(_run(fn))
-    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, cells {a.cells}, {a.scheduler}, {a.rounds} rounds, "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB, cells {a.cells}, {a.scheduler}, {a.rounds} rounds, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     best = {}
     for k, v in res.items():
         arr = np.array(v)
         i = int(arr[:, 0].argmin())
         best[k] = arr[i, 0]
         name = "a read" if k == "a" else "b stats" if k == "b" else f"c pass, partitions of {k[1:]} MB"
-        print(f"  {name:30s} best wall {arr[i, 0]:.3f} s  user {arr[i, 1]:.3f} s  sys {arr[i, 2]:.3f} s  "
-              f"minflt {int(arr[i, 3])}   median wall {np.median(arr[:, 0]):.3f} s")
+        print(
+            f"  {name:30s} best wall {arr[i, 0]:.3f} s  user {arr[i, 1]:.3f} s  sys {arr[i, 2]:.3f} s  "
+            f"minflt {int(arr[i, 3])}   median wall {np.median(arr[:, 0]):.3f} s"
+        )
     for k in stages:
         if k.startswith("c") and "a" in best and "b" in best:
             print(f"  c / (a + b), partitions of {k[1:]} MB: {best[k] / (best['a'] + best['b']):.2f}")

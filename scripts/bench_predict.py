@@ -95,8 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-rows", type=int, default=50_000)
     p.add_argument("--baseline", type=Path, default=None, help="another checkout, measured alternately")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--classes", type=int, default=0, help="a classifier of this many classes; predict --scores")
-    p.add_argument("--map-units", type=int, default=0, help="a regression on a random hidden layer of this many units")
+    p.add_argument(
+        "--classes", type=int, default=0, help="a classifier of this many classes; predict --scores"
+    )
+    p.add_argument(
+        "--map-units", type=int, default=0, help="a regression on a random hidden layer of this many units"
+    )
     a = p.parse_args(argv)
     sys.path.insert(0, str(REPO / "scripts"))
     if not os.path.exists(a.store):
@@ -106,17 +110,35 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="bench-predict-")
     model, out = os.path.join(work, "m.npz"), os.path.join(work, "p.zarr")
     if a.classes:
-        subprocess.run([sys.executable, "-c", CLASSIFIER, a.store, model, str(a.classes)], cwd=REPO, check=True)
+        subprocess.run(
+            [sys.executable, "-c", CLASSIFIER, a.store, model, str(a.classes)], cwd=REPO, check=True
+        )
     elif a.map_units:
         subprocess.run([sys.executable, "-c", MAPPED, a.store, model, str(a.map_units)], cwd=REPO, check=True)
     else:
-        subprocess.run([sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--out", model, "--quiet"],
-                       cwd=REPO, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "streamridge", "fit", "--data", a.store, "--out", model, "--quiet"],
+            cwd=REPO,
+            check=True,
+        )
     roots = [REPO] + ([a.baseline.resolve()] if a.baseline else [])
     commands = {
         "read": [sys.executable, "-c", READ, a.store],
-        "predict": [sys.executable, "-m", "streamridge", "predict", "--model", model, "--data", a.store, "--out", out,
-                    "--overwrite", "--quiet", *(["--scores"] if a.classes else [])],
+        "predict": [
+            sys.executable,
+            "-m",
+            "streamridge",
+            "predict",
+            "--model",
+            model,
+            "--data",
+            a.store,
+            "--out",
+            out,
+            "--overwrite",
+            "--quiet",
+            *(["--scores"] if a.classes else []),
+        ],
     }
     runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     print(f"store {a.store}, load average at start {os.getloadavg()[0]:.2f}; best of {a.repeats}")

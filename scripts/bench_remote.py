@@ -44,8 +44,12 @@ def fetch_all(path: str, url: str, repeats: int) -> float:
     if os.path.isfile(path):  # HDF5: the whole file
         urls = [url]
     else:
-        urls = [f"{url}/{os.path.relpath(os.path.join(d, f), path)}" for d, _, files in os.walk(path) for f in files
-                if not f.endswith((".json", ".zarray", ".zattrs", ".zgroup"))]
+        urls = [
+            f"{url}/{os.path.relpath(os.path.join(d, f), path)}"
+            for d, _, files in os.walk(path)
+            for f in files
+            if not f.endswith((".json", ".zarray", ".zattrs", ".zgroup"))
+        ]
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
@@ -62,14 +66,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mb", type=float, default=128, help="MB of X per data set (default 128)")
     p.add_argument("--features", type=int, nargs="+", default=[200])
-    p.add_argument("--layouts", nargs="+", default=["zarr-1mb", "zarr-40mb", "zarr-sharded", "hdf5"],
-                   choices=list(bench_layouts.LAYOUTS))
+    p.add_argument(
+        "--layouts",
+        nargs="+",
+        default=["zarr-1mb", "zarr-40mb", "zarr-sharded", "hdf5"],
+        choices=list(bench_layouts.LAYOUTS),
+    )
     p.add_argument("--dtypes", nargs="+", default=["float32"])
     p.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--dir", default=None)
-    p.add_argument("--compare", default=None, metavar="TREE",
-                   help="another checkout (e.g. `git archive main`): every cell also with its streamridge, alternating")
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="TREE",
+        help="another checkout (e.g. `git archive main`): every cell also with its streamridge, alternating",
+    )
     args = p.parse_args(argv)
     root = args.dir or tempfile.mkdtemp(prefix="bench-remote-")
     print(f"{args.mb:g} MB of X per data set, cores={os.cpu_count()}, load at start {os.getloadavg()[0]:.2f}")
@@ -79,22 +91,30 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(".npy files are not read over URLs")
             for N in args.features:
                 for dtype in args.dtypes:
-                    name = f"{layout}-{N}-{dtype}" + (".h5" if bench_layouts.LAYOUTS[layout][0] == "hdf5" else "")
+                    name = f"{layout}-{N}-{dtype}" + (
+                        ".h5" if bench_layouts.LAYOUTS[layout][0] == "hdf5" else ""
+                    )
                     path = os.path.join(root, name)
                     rows = bench_layouts._rows_for(layout, args.mb, N, dtype)
                     bench_layouts.write(path, layout, rows, N, dtype, 1)
                     trees = [None, *([args.compare] if args.compare else [])]
                     for tree in trees:
-                        local = bench_layouts._run_child(json.dumps({"path": path, "folds": 5, "classes": 1}), args.repeats, tree)
-                        print(f"{_label(tree, args)}{layout:13s} N={N:<5d} {dtype:8s} local file   (a) {local['a']:.3f} s "
-                              f"(b) {local['b']:.3f} s (c) {local['c']:.3f} s  c/(a+b) = {local['c'] / (local['a'] + local['b']):.2f}",
-                              flush=True)
+                        local = bench_layouts._run_child(
+                            json.dumps({"path": path, "folds": 5, "classes": 1}), args.repeats, tree
+                        )
+                        print(
+                            f"{_label(tree, args)}{layout:13s} N={N:<5d} {dtype:8s} local file   (a) {local['a']:.3f} s "
+                            f"(b) {local['b']:.3f} s (c) {local['c']:.3f} s  c/(a+b) = {local['c'] / (local['a'] + local['b']):.2f}",
+                            flush=True,
+                        )
                     for latency in args.latency_ms:
                         with served(root, latency) as base:
                             url = f"{base}/{name}"
                             f = fetch_all(path, url, args.repeats)
                             for tree in trees:
-                                r = bench_layouts._run_child(json.dumps({"path": url, "folds": 5, "classes": 1}), args.repeats, tree)
+                                r = bench_layouts._run_child(
+                                    json.dumps({"path": url, "folds": 5, "classes": 1}), args.repeats, tree
+                                )
                                 print(
                                     f"{_label(tree, args)}{layout:13s} N={N:<5d} {dtype:8s} http {latency:4g} ms (f) {f:.3f} s "
                                     f"(a) {r['a']:.3f} s (b) {r['b']:.3f} s (c) {r['c']:.3f} s  "

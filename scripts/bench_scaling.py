@@ -52,8 +52,21 @@ def start_cluster(directory: Path, n: int) -> tuple[str, list[subprocess.Popen[b
     file = directory / "scheduler.json"
     log = open(directory / "cluster.log", "ab")
     sched = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--no-dashboard", "--scheduler-file", str(file)], env=env, stdout=log, stderr=log,
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(file),
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
     )
     procs = [sched]
     deadline = time.monotonic() + 60
@@ -64,10 +77,26 @@ def start_cluster(directory: Path, n: int) -> tuple[str, list[subprocess.Popen[b
         time.sleep(0.1)
     address = json.loads(file.read_text())["address"]
     for i in range(n):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
-             "--no-dashboard", "--name", f"w{i}"], env=env, stdout=log, stderr=log, cwd=str(directory),
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                cwd=str(directory),
+            )
+        )
     from distributed import Client
 
     with Client(address, timeout=30) as client:
@@ -153,11 +182,21 @@ def measure(path: str, address: str, spec: PassSpec, partition_rows: int) -> dic
         stats = accumulate(src, spec, scheduler=address, report=report, partition_rows=rows)
         wall, cpu1, r1, w1 = time.perf_counter() - t0, me.cpu_times(), SOCKETS.read, SOCKETS.written
         wr1, ww1 = worker_socket_bytes(client)
-    result = sum(a.nbytes for a in (stats.weight, stats.count, stats.mean_x, stats.mean_y, stats.sxx, stats.sxy, stats.syy))
+    result = sum(
+        a.nbytes
+        for a in (stats.weight, stats.count, stats.mean_x, stats.mean_y, stats.sxx, stats.sxy, stats.syy)
+    )
     return {
-        "wall_s": wall, "plain_wall_s": plain, "driver_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
-        "driver_in": r1 - r0, "driver_out": w1 - w0, "workers_in": wr1 - wr0, "workers_out": ww1 - ww0, "result_bytes": result,
-        "partitions": report.extra["partitions"], "rows": src.n_rows(),
+        "wall_s": wall,
+        "plain_wall_s": plain,
+        "driver_cpu_s": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
+        "driver_in": r1 - r0,
+        "driver_out": w1 - w0,
+        "workers_in": wr1 - wr0,
+        "workers_out": ww1 - ww0,
+        "result_bytes": result,
+        "partitions": report.extra["partitions"],
+        "rows": src.n_rows(),
     }
 
 
@@ -174,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = PassSpec(FoldScheme("hash", a.folds), None, 1)
     root = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    print(f"M={a.rows} N={a.features} float32 zarr (4 MB chunks), K={a.folds}, cores={os.cpu_count()}, "
-          f"load at start {os.getloadavg()[0]:.2f}")
+    print(
+        f"M={a.rows} N={a.features} float32 zarr (4 MB chunks), K={a.folds}, cores={os.cpu_count()}, "
+        f"load at start {os.getloadavg()[0]:.2f}"
+    )
     try:
         path = str(root / "data.zarr")
         write(path, "zarr-4mb", a.rows, a.features, "float32", 1)
@@ -184,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         accumulate(src, spec, scheduler="threads", partition_rows=a.partition_rows)
         threads = time.perf_counter() - t0
-        print(f"threads (this process, {os.cpu_count()} threads): {threads:.2f} s ({src.n_rows() / threads:,.0f} rows/s)", flush=True)
+        print(
+            f"threads (this process, {os.cpu_count()} threads): {threads:.2f} s ({src.n_rows() / threads:,.0f} rows/s)",
+            flush=True,
+        )
         for W in a.workers:
             address, procs = start_cluster(root, W)
             try:

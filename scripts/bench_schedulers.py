@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         base_cpu = min(cpus["threads"]) if "threads" in cpus else None
         for sched in args.schedulers:
             s, c = min(times[sched]), min(cpus[sched])
-            ratio = f"{s / base:.2f}x the threads time, CPU {c:.2f} s = {c / base_cpu:.2f}x" if base and base_cpu else ""
+            ratio = (
+                f"{s / base:.2f}x the threads time, CPU {c:.2f} s = {c / base_cpu:.2f}x"
+                if base and base_cpu
+                else ""
+            )
             diff = max_rel_diff(results[sched], results["threads"]) if "threads" in results else float("nan")
             every = " ".join(f"{x:.2f}" for x in times[sched])
             print(

@@ -55,12 +55,28 @@ def write_fit_data(directory: str) -> list[str]:
     X = rng.standard_normal((rows, n)) @ (np.eye(n) + 0.1 * rng.standard_normal((n, n))) + 3.0
     data = os.path.join(directory, "data")
     os.mkdir(data)
-    for name, a in (("X", X), ("y", X @ rng.standard_normal(n)), ("groups", np.repeat(np.arange(23), 4348)[:rows])):
+    for name, a in (
+        ("X", X),
+        ("y", X @ rng.standard_normal(n)),
+        ("groups", np.repeat(np.arange(23), 4348)[:rows]),
+    ):
         np.save(os.path.join(data, f"{name}.npy"), a)
     alphas = [str(a) for a in np.logspace(-3, 3, 60)]
     out = os.path.join(directory, "fit.npz")
-    return ["fit", "--data", data, "--groups", "groups", "--leave-group-out", "--alphas", *alphas, "--out", out,
-            "--overwrite", "--quiet"]
+    return [
+        "fit",
+        "--data",
+        data,
+        "--groups",
+        "groups",
+        "--leave-group-out",
+        "--alphas",
+        *alphas,
+        "--out",
+        out,
+        "--overwrite",
+        "--quiet",
+    ]
 
 
 def make_model(directory: str) -> str:
@@ -69,7 +85,9 @@ def make_model(directory: str) -> str:
         "r = np.random.default_rng(0); "
         f"save_model(StreamRidgeCV(cv=3).fit(r.standard_normal((200, 20)), r.standard_normal(200)), {directory!r} + '/m.npz')"
     )
-    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, check=True)
+    subprocess.run(
+        [sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, check=True
+    )
     return os.path.join(directory, "m.npz")
 
 
@@ -77,7 +95,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout to measure in the same run")
-    parser.add_argument("--fit", action="store_true", help="also a CLI fit and predict of 100,000 x 200 .npy files")
+    parser.add_argument(
+        "--fit", action="store_true", help="also a CLI fit and predict of 100,000 x 200 .npy files"
+    )
     args = parser.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,14 +112,26 @@ def main() -> None:
         }
         if args.fit:
             cases["import numpy, scipy.linalg, dask.array, sklearn.base"] = [
-                py, "-c", "import numpy, scipy.linalg, dask.array, sklearn.base"
+                py,
+                "-c",
+                "import numpy, scipy.linalg, dask.array, sklearn.base",
             ]
             fit = write_fit_data(tmp)
             cases["streamridge fit (100,000 x 200 .npy)"] = [py, "-m", "streamridge", *fit]
             model_of_fit, data = fit[fit.index("--out") + 1], fit[fit.index("--data") + 1]
             cases["streamridge predict (same files)"] = [
-                py, "-m", "streamridge", "predict", "--model", model_of_fit, "--data", data,
-                "--out", os.path.join(tmp, "predictions.zarr"), "--overwrite", "--quiet",
+                py,
+                "-m",
+                "streamridge",
+                "predict",
+                "--model",
+                model_of_fit,
+                "--data",
+                data,
+                "--out",
+                os.path.join(tmp, "predictions.zarr"),
+                "--overwrite",
+                "--quiet",
             ]
         roots = [("this checkout", REPO)] + ([("baseline", args.baseline)] if args.baseline else [])
         print(f"load average at start {os.getloadavg()[0]:.2f}; wall (CPU) in seconds, best of {args.repeat}")

@@ -100,16 +100,31 @@ def read_only(source: Any, args: argparse.Namespace, spec: PassSpec = SPEC, *, p
     readers, lo = source.pass_readers()
     hi = lo + source.n_rows()
     kw = {"pieces": pieces} if "pieces" in inspect.signature(plan_pass).parameters else {}
-    plan = plan_pass(readers, lo, hi, n_cells=spec.scheme.n_folds * spec.n_classes,
-                     stats_bytes=stats_bytes, memory_budget=default_memory_budget(),
-                     partition_rows=getattr(args, "chunk_rows", None), **kw)
+    plan = plan_pass(
+        readers,
+        lo,
+        hi,
+        n_cells=spec.scheme.n_folds * spec.n_classes,
+        stats_bytes=stats_bytes,
+        memory_budget=default_memory_budget(),
+        partition_rows=getattr(args, "chunk_rows", None),
+        **kw,
+    )
     kernel = ReadOnlyKernel()
     with open_scheduler(args.scheduler) as sched:
         total = reduce_partitions(
             run_partition,
-            lambda i: (readers, *plan.rows(i), task_plan(plan, i, 0, len(plan), sched.n_workers), kernel, plan.rows(i)[0]),
+            lambda i: (
+                readers,
+                *plan.rows(i),
+                task_plan(plan, i, 0, len(plan), sched.n_workers),
+                kernel,
+                plan.rows(i)[0],
+            ),
             len(plan),
-            kernel.merge, sched, window=args.window,
+            kernel.merge,
+            sched,
+            window=args.window,
         )
     assert total == hi - lo
 
@@ -123,14 +138,19 @@ def measure(path: str, args: argparse.Namespace) -> dict[str, float]:
     mem = open_source(X, y=y, chunk_rows=args.chunk_rows)
     rows = args.chunk_rows
     out["b_stats_s"] = best(
-        lambda: accumulate(mem, SPEC, scheduler=args.scheduler, window=args.window, partition_rows=rows), args.repeats
+        lambda: accumulate(mem, SPEC, scheduler=args.scheduler, window=args.window, partition_rows=rows),
+        args.repeats,
     )
     for blas in (1, 2):
         with threadpool_limits(limits=blas):
-            out[f"b_sync_blas{blas}_s"] = best(lambda: accumulate(mem, SPEC, scheduler="sync", partition_rows=rows), args.repeats)
+            out[f"b_sync_blas{blas}_s"] = best(
+                lambda: accumulate(mem, SPEC, scheduler="sync", partition_rows=rows), args.repeats
+            )
     report = PassReport()
     out["c_pass_s"] = best(
-        lambda: accumulate(source, SPEC, scheduler=args.scheduler, window=args.window, report=report, partition_rows=rows),
+        lambda: accumulate(
+            source, SPEC, scheduler=args.scheduler, window=args.window, report=report, partition_rows=rows
+        ),
         args.repeats,
     )
     out["chunks"] = report.extra["partitions"]
@@ -146,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="where to write the data (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the data (and reuse it when present)")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per partition (default: automatic)")
-    p.add_argument("--store-chunk-rows", type=int, default=None, help="rows per stored chunk (default: about 4 MiB)")
+    p.add_argument(
+        "--store-chunk-rows", type=int, default=None, help="rows per stored chunk (default: about 4 MiB)"
+    )
     p.add_argument("--scheduler", default="threads")
     p.add_argument("--window", type=int, default=None)
     p.add_argument("--repeats", type=int, default=2)

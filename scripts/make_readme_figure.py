@@ -27,9 +27,13 @@ import numpy as np
 def main(argv: list[str] | None = None) -> int:
     """Fit the demo, draw the two panels, save the PNG; return 0."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "images", "demo.png"))
+    p.add_argument(
+        "--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "images", "demo.png")
+    )
     p.add_argument("--quick", action="store_true", help="5 series x 1000 rows instead of 20 x 5000")
-    p.add_argument("--max-features", type=int, default=None, help="stop the forward path here (default: all states)")
+    p.add_argument(
+        "--max-features", type=int, default=None, help="stop the forward path here (default: all states)"
+    )
     args = p.parse_args(argv)
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -47,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         model = sr.StreamRidgeCV(alphas=DEMO_ALPHAS, cv="groups").fit(open_source(store, groups="groups"))
         stats = model.stats_
         t1 = time.perf_counter()
-        sel = sr.StreamRidgeCV(alphas=DEMO_ALPHAS, cv="groups", selection="forward", max_features=args.max_features)
+        sel = sr.StreamRidgeCV(
+            alphas=DEMO_ALPHAS, cv="groups", selection="forward", max_features=args.max_features
+        )
         sel.fit_stats(stats)  # same statistics: no second pass over the rows
         t2 = time.perf_counter()
     fig = Figure(figsize=(11, 4.2), dpi=100)
@@ -58,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     plot.selection_path(sel, right, labels=False)
     right.set_yscale("log")
     right.set_title("forward selection of reservoir states, lambda re-chosen per set", fontsize=10)
-    fig.suptitle(f"streamridge demo: ESN on NARMA-10, {stats.n_rows:,} rows x {stats.n_features} states", fontsize=11)
+    fig.suptitle(
+        f"streamridge demo: ESN on NARMA-10, {stats.n_rows:,} rows x {stats.n_features} states", fontsize=11
+    )
     fig.tight_layout()
     out = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     t0[0] = time.perf_counter()
     accumulate(src, spec)
     total = time.perf_counter() - t0[0]
-    print(f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB: pass {total * 1000:.1f} ms (timed), load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{a.layout} N={a.features} {a.dtype} {a.mb:g} MB: pass {total * 1000:.1f} ms (timed), load {os.getloadavg()[0]:.2f}"
+    )
     busy: dict[str, dict[str, float]] = collections.defaultdict(lambda: collections.defaultdict(float))
     for name in sorted({e[0] for e in events}):
         line = [" "] * a.width

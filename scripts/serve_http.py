@@ -34,7 +34,15 @@ def served(directory: str, latency_ms: float = 0.0, *, timeout: float = 20.0) ->
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, os.path.abspath(__file__), directory, "--port", str(port), "--latency-ms", str(latency_ms)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        directory,
+        "--port",
+        str(port),
+        "--latency-ms",
+        str(latency_ms),
+    ]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout
@@ -75,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from aiohttp import web
 
-    web.run_app(app(args.directory, args.latency_ms), host=args.host, port=args.port, backlog=1024, print=None,
-                access_log=None)
+    web.run_app(
+        app(args.directory, args.latency_ms),
+        host=args.host,
+        port=args.port,
+        backlog=1024,
+        print=None,
+        access_log=None,
+    )
     return 0
 
 

@@ -56,7 +56,9 @@ def _cython_blas() -> Any:
                 path = os.path.join(folder, "cython_blas" + suffix)
                 if os.path.exists(path):
                     loader = importlib.machinery.ExtensionFileLoader("scipy.linalg.cython_blas", path)
-                    spec = importlib.util.spec_from_file_location("scipy.linalg.cython_blas", path, loader=loader)
+                    spec = importlib.util.spec_from_file_location(
+                        "scipy.linalg.cython_blas", path, loader=loader
+                    )
                     if spec is None:  # pragma: no cover - a path the loader refuses
                         break
                     module = importlib.util.module_from_spec(spec)
@@ -122,8 +124,18 @@ def syrk_upper(A: np.ndarray, C: np.ndarray) -> None:
         return
     ni, ki = _ref(n), _ref(k)
     # A (C order, k x n) is A' in Fortran order (n x k, leading dimension n): C += A' (A')'
-    _dsyrk(_UPPER, _NOTRANS, ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(_ONE), A.ctypes.data,
-           ctypes.byref(ni), ctypes.byref(_ONE), C.ctypes.data, ctypes.byref(ni))
+    _dsyrk(
+        _UPPER,
+        _NOTRANS,
+        ctypes.byref(ni),
+        ctypes.byref(ki),
+        ctypes.byref(_ONE),
+        A.ctypes.data,
+        ctypes.byref(ni),
+        ctypes.byref(_ONE),
+        C.ctypes.data,
+        ctypes.byref(ni),
+    )
 
 
 def gemm_tn(B: np.ndarray, A: np.ndarray, C: np.ndarray, alpha: float = 1.0) -> None:
@@ -140,12 +152,26 @@ def gemm_tn(B: np.ndarray, A: np.ndarray, C: np.ndarray, alpha: float = 1.0) -> 
     n = A.shape[1]
     if k == 0:
         return
-    if _dgemm is None or not (B.flags.c_contiguous and A.flags.c_contiguous and C.flags.f_contiguous and _f64(A, B, C)):
+    if _dgemm is None or not (
+        B.flags.c_contiguous and A.flags.c_contiguous and C.flags.f_contiguous and _f64(A, B, C)
+    ):
         C += alpha * (B.T @ A)
         return
     ti, ni, ki = _ref(t), _ref(n), _ref(k)
     a = ctypes.c_double(alpha)
     # Fortran views: B' is (t x k, ld t), A' is (n x k, ld n); C = B' (A')' : op(a) = B', op(b) = (A')'
-    _dgemm(_NOTRANS, _TRANS, ctypes.byref(ti), ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(a),
-           B.ctypes.data, ctypes.byref(ti), A.ctypes.data, ctypes.byref(ni), ctypes.byref(_ONE), C.ctypes.data,
-           ctypes.byref(ti))
+    _dgemm(
+        _NOTRANS,
+        _TRANS,
+        ctypes.byref(ti),
+        ctypes.byref(ni),
+        ctypes.byref(ki),
+        ctypes.byref(a),
+        B.ctypes.data,
+        ctypes.byref(ti),
+        A.ctypes.data,
+        ctypes.byref(ni),
+        ctypes.byref(_ONE),
+        C.ctypes.data,
+        ctypes.byref(ti),
+    )

@@ -35,7 +35,19 @@ def fit_ridge(X, Y, w, alpha, fit_intercept, standardize):
     return predict, m, scaler
 
 
-def reference_fold_errors(X, Y, folds, alphas, *, fit_intercept=True, standardize=False, sample_weight=None, cls=None, n_classes=1, balanced=False):
+def reference_fold_errors(
+    X,
+    Y,
+    folds,
+    alphas,
+    *,
+    fit_intercept=True,
+    standardize=False,
+    sample_weight=None,
+    cls=None,
+    n_classes=1,
+    balanced=False,
+):
     """Validation SSE of shape (R, K, T) by explicit refits."""
     Y = Y.reshape(len(Y), -1)
     K = int(folds.max()) + 1

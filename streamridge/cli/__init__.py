@@ -26,8 +26,14 @@ __all__ = ["build_parser", "main"]
 _USER_ERRORS = (StreamRidgeError, FileNotFoundError, KeyError, ValueError, OSError)
 # each command's module is imported when it runs: `--help` and `info` do not pay for the pass
 _COMMANDS = {
-    "fit": "fit", "stats": "fit", "merge": "fit", "demo": "fit", "predict": "predict",
-    "info": "model", "report": "model", "features": "features",
+    "fit": "fit",
+    "stats": "fit",
+    "merge": "fit",
+    "demo": "fit",
+    "predict": "predict",
+    "info": "model",
+    "report": "model",
+    "features": "features",
 }
 
 

@@ -71,7 +71,12 @@ def _open(args: argparse.Namespace) -> Any:
     from streamridge.sources import open_source
 
     return open_source(
-        args.data, x=args.x, y=args.y, groups=args.groups, sample_weight=args.weights, chunk_rows=args.chunk_rows,
+        args.data,
+        x=args.x,
+        y=args.y,
+        groups=args.groups,
+        sample_weight=args.weights,
+        chunk_rows=args.chunk_rows,
         storage_options=args.storage_options,
     )
 
@@ -220,7 +225,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     fill_pass_defaults(args)
     if args.leave_group_out and args.groups is None:
         raise ParameterError("--leave-group-out needs --groups NAME (the array of group ids)")
-    (out,) = check_outputs([Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite)
+    (out,) = check_outputs(
+        [Output(args.out, "stats")], [args.data, args.checkpoint], overwrite=args.overwrite
+    )
     check_checkpoint(args.checkpoint)
     source = _open(args)
     est = _estimator(args)
@@ -230,9 +237,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if not args.quiet or args.json:
         t = est.timings_
         facts = {
-            "data": source.description, "rows": stats.n_rows, "row_ranges": stats.meta.get("row_ranges"),
-            "features": stats.n_features, "folds": stats.n_folds, "classes": stats.meta.get("classes"),
-            "pass_s": t["pass_s"], "rows_per_s": t["rows_per_s"], "stats": out,
+            "data": source.description,
+            "rows": stats.n_rows,
+            "row_ranges": stats.meta.get("row_ranges"),
+            "features": stats.n_features,
+            "folds": stats.n_folds,
+            "classes": stats.meta.get("classes"),
+            "pass_s": t["pass_s"],
+            "rows_per_s": t["rows_per_s"],
+            "stats": out,
         }
         text = (
             f"statistics of {facts['rows']:,} rows {facts['row_ranges']} x {facts['features']} features, "
@@ -251,7 +264,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     with Transaction(overwrite=args.overwrite) as tx, tx.writing(out, "stats") as tmp:
         save_stats(merged, tmp)
     if not args.quiet or args.json:
-        facts = {"inputs": list(args.inputs), "rows": merged.n_rows, "row_ranges": merged.meta.get("row_ranges"), "stats": out}
+        facts = {
+            "inputs": list(args.inputs),
+            "rows": merged.n_rows,
+            "row_ranges": merged.meta.get("row_ranges"),
+            "stats": out,
+        }
         text = f"merged {len(args.inputs)} files: {merged.n_rows:,} rows {facts['row_ranges']} -> {out}"
         emit(facts if args.json else text, as_json=args.json)
     return 0

@@ -33,7 +33,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _add_overwrite(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="replace existing outputs written by streamridge (other files and directories are never replaced)",
     )
 
@@ -50,7 +51,9 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _add_storage_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--storage-options", type=_json_object, metavar="JSON",
+        "--storage-options",
+        type=_json_object,
+        metavar="JSON",
         help="fsspec options for URLs as a JSON object, e.g. '{\"anon\": true}' (credentials: prefer the environment)",
     )
 
@@ -78,7 +81,9 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
         src.add_argument("--data", metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
         src.add_argument("--stats", metavar="STATSFILE", help="fit from saved statistics (no pass over rows)")
     else:
-        p.add_argument("--data", required=True, metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL")
+        p.add_argument(
+            "--data", required=True, metavar="PATH", help="zarr store, HDF5 file, .npy file/directory or URL"
+        )
     # --x, --y, --folds, --seed default to None: fill_pass_defaults tells what the user gave
     p.add_argument("--x", metavar="NAME", help="name of X in the data (default X)")
     p.add_argument("--y", metavar="NAME", help="name of y (default y)")
@@ -90,10 +95,19 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
     cv.add_argument("--blocks", type=int, metavar="K", help="K contiguous blocks of rows (time series)")
     p.add_argument("--classify", action="store_true", help="ridge classifier (labels in y)")
     p.add_argument("--seed", type=int, help="seed of the fold hash (default 0)")
-    p.add_argument("--chunk-rows", type=positive_int, metavar="N", help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)")
-    p.add_argument("--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address")
+    p.add_argument(
+        "--chunk-rows",
+        type=positive_int,
+        metavar="N",
+        help="rows per partition (task) of the pass, rounded to whole stored chunks (default: about 64 MB of X)",
+    )
+    p.add_argument(
+        "--scheduler", metavar="S", help="threads, processes, sync, local:N or a scheduler address"
+    )
     _add_storage_options(p)
-    p.add_argument("--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes")
+    p.add_argument(
+        "--checkpoint", metavar="DIR", help="save progress here; rerunning the same command resumes"
+    )
     p.add_argument("--skip-nonfinite", action="store_true", help="drop rows with NaN/inf instead of failing")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
@@ -102,7 +116,9 @@ def _add_pass_options(p: argparse.ArgumentParser, *, with_stats_input: bool) -> 
 def _add_fit(sub: Any) -> None:
     p = sub.add_parser("fit", help="fit a ridge model with K-fold lambda search in one pass over the rows")
     _add_pass_options(p, with_stats_input=True)
-    p.add_argument("--alphas", type=float, nargs="+", metavar="A", help="lambda grid (default: 50 log-spaced)")
+    p.add_argument(
+        "--alphas", type=float, nargs="+", metavar="A", help="lambda grid (default: 50 log-spaced)"
+    )
     p.add_argument("--alpha-per-target", action="store_true", help="one lambda per target")
     p.add_argument("--standardize", action="store_true", help="scale features to unit variance per fold")
     p.add_argument("--no-intercept", action="store_true", help="fit no intercept")
@@ -111,16 +127,25 @@ def _add_fit(sub: Any) -> None:
     p.add_argument("--max-features", type=positive_int, metavar="N")
     p.add_argument("--min-features", type=positive_int, metavar="N")
     p.add_argument("--force", type=int, nargs="+", metavar="J", help="feature indices that must stay in")
-    p.add_argument("--patience", type=positive_int, metavar="N", help="stop selection after N steps without gain")
+    p.add_argument(
+        "--patience", type=positive_int, metavar="N", help="stop selection after N steps without gain"
+    )
     p.add_argument("--one-se", action="store_true", help="largest lambda within one standard error")
     p.add_argument("--solver", choices=("eigen", "covariance"), default="eigen")
-    p.add_argument("--nested", action="store_true", help="also nested CV from the same statistics (>= 3 folds)")
+    p.add_argument(
+        "--nested", action="store_true", help="also nested CV from the same statistics (>= 3 folds)"
+    )
     p.add_argument(
         "--scoring", metavar="NAME",
         help="choose lambda by this metric (scikit-learn names): r2 and correlation from the statistics, "
         "others by one extra pass over the rows",
     )  # fmt: skip
-    p.add_argument("--rescore", type=positive_int, metavar="K", help="with --select and --scoring: re-score the K best steps")
+    p.add_argument(
+        "--rescore",
+        type=positive_int,
+        metavar="K",
+        help="with --select and --scoring: re-score the K best steps",
+    )
     p.add_argument("--save-stats", metavar="STATSFILE", help="also save the statistics for later re-fits")
     p.add_argument("--include-stats", action="store_true", help="embed the statistics in the model file")
     p.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.npz)")
@@ -185,7 +210,9 @@ def _add_info(sub: Any) -> None:
 
 
 def _add_report(sub: Any) -> None:
-    p = sub.add_parser("report", help="write an HTML report (CV curve, selection path, classes, coefficients)")
+    p = sub.add_parser(
+        "report", help="write an HTML report (CV curve, selection path, classes, coefficients)"
+    )
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--out", metavar="HTML", help="HTML file to write (default: MODEL with suffix .html)")
     p.add_argument("--png", metavar="DIR", help="also save every figure as a PNG file in this directory")
@@ -214,7 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_fit, _add_stats, _add_merge, _add_predict, _add_info, _add_report, _add_demo,
-                cli_features.add_features_command):
+    for add in (
+        _add_fit,
+        _add_stats,
+        _add_merge,
+        _add_predict,
+        _add_info,
+        _add_report,
+        _add_demo,
+        cli_features.add_features_command,
+    ):
         add(sub)
     return parser

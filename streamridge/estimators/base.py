@@ -220,7 +220,9 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
                 "scoring= needs all rows in one pass; use fit, not partial_fit (or drop scoring)"
             )
         with self._pass_session() as scheduler:
-            return self._fit_pass(X, y, groups, sample_weight, classes, partial=partial, report=report, scheduler=scheduler)
+            return self._fit_pass(
+                X, y, groups, sample_weight, classes, partial=partial, report=report, scheduler=scheduler
+            )
 
     # fmt: off
     @contextlib.contextmanager
@@ -370,7 +372,15 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
     # fmt: on
     def _check_selection(self, scheme: FoldScheme | None, n_classes: int | None, n_features: int) -> None:
         """Refuse, before any pass, what the folds, classes or features rule out (:func:`.params.check_selection`)."""
-        names = ("nested", "scoring", "feature_prefixes", "bands", "band_weights", "random_state", "selection")
+        names = (
+            "nested",
+            "scoring",
+            "feature_prefixes",
+            "bands",
+            "band_weights",
+            "random_state",
+            "selection",
+        )
         params = {name: getattr(self, name) for name in names}
         check_selection(
             params, scheme, n_classes, n_features, classifier=self._classifier,
@@ -436,7 +446,9 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
         with solve_stage_limits(stats.n_features):
             return self._select_and_fit(stats, PassReport(), rows=None, scheduler=self.scheduler)
 
-    def _fit_stats(self, stats: FoldStats, report: PassReport, *, rows: tuple[Any, int] | None, scheduler: Any) -> Any:
+    def _fit_stats(
+        self, stats: FoldStats, report: PassReport, *, rows: tuple[Any, int] | None, scheduler: Any
+    ) -> Any:
         """The model of the statistics of this fit's pass; its rows serve a metric pass (``scoring``)."""
         with solve_stage_limits(stats.n_features):
             return self._select_and_fit(stats, report, rows=rows, scheduler=scheduler)

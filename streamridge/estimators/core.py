@@ -27,7 +27,37 @@ class RidgeCVCore(StreamRidgeBase):
 
     _parameter_constraints = REGRESSOR_CONSTRAINTS
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None, bands=None, band_weights=None, solve_memory=None):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        alphas=None,
+        *,
+        cv=5,
+        fit_intercept=True,
+        standardize=False,
+        alpha_per_target=False,
+        random_state=0,
+        solver="eigen",
+        alpha_rule="min",
+        n_blocks=5,
+        selection=None,
+        max_features=None,
+        min_features=None,
+        force_features=None,
+        patience=None,
+        chunk_rows=None,
+        scheduler=None,
+        checkpoint=None,
+        progress=False,
+        skip_nonfinite=False,
+        features=None,
+        feature_prefixes=None,
+        nested=False,
+        scoring=None,
+        rescore=None,
+        bands=None,
+        band_weights=None,
+        solve_memory=None,
+    ):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -66,7 +96,13 @@ class RidgeCVCore(StreamRidgeBase):
         groups : array of shape (n_samples,) or None
         sample_weight : array of shape (n_samples,) or None
         """
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
+        for attr in (
+            "stats_",
+            "selection_path_",
+            "selected_features_",
+            "selection_best_step_",
+            *_PREFIX_ATTRS,
+        ):
             self.__dict__.pop(attr, None)
         return self._fit(X, y, groups, sample_weight, partial=False)
 
@@ -102,7 +138,38 @@ class RidgeClassifierCVCore(StreamRidgeBase):
     _model_name = "StreamRidgeClassifierCV"
     _parameter_constraints = CLASSIFIER_CONSTRAINTS
 
-    def __init__(self, alphas=None, *, cv=5, fit_intercept=True, standardize=False, alpha_per_target=False, class_weight=None, random_state=0, solver="eigen", alpha_rule="min", n_blocks=5, selection=None, max_features=None, min_features=None, force_features=None, patience=None, chunk_rows=None, scheduler=None, checkpoint=None, progress=False, skip_nonfinite=False, features=None, feature_prefixes=None, nested=False, scoring=None, rescore=None, bands=None, band_weights=None, solve_memory=None):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        alphas=None,
+        *,
+        cv=5,
+        fit_intercept=True,
+        standardize=False,
+        alpha_per_target=False,
+        class_weight=None,
+        random_state=0,
+        solver="eigen",
+        alpha_rule="min",
+        n_blocks=5,
+        selection=None,
+        max_features=None,
+        min_features=None,
+        force_features=None,
+        patience=None,
+        chunk_rows=None,
+        scheduler=None,
+        checkpoint=None,
+        progress=False,
+        skip_nonfinite=False,
+        features=None,
+        feature_prefixes=None,
+        nested=False,
+        scoring=None,
+        rescore=None,
+        bands=None,
+        band_weights=None,
+        solve_memory=None,
+    ):  # type: ignore[no-untyped-def]
         self.alphas = alphas
         self.cv = cv
         self.fit_intercept = fit_intercept
@@ -141,14 +208,24 @@ class RidgeClassifierCVCore(StreamRidgeBase):
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None) -> Self:
         """Stream over the rows once, choose lambda by K-fold CV and fit; see StreamRidgeCV.fit."""
-        for attr in ("stats_", "selection_path_", "selected_features_", "selection_best_step_", *_PREFIX_ATTRS):
+        for attr in (
+            "stats_",
+            "selection_path_",
+            "selected_features_",
+            "selection_best_step_",
+            *_PREFIX_ATTRS,
+        ):
             self.__dict__.pop(attr, None)
         return self._fit(X, y, groups, sample_weight, partial=False)
 
-    def partial_fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, classes: Any = None) -> Self:
+    def partial_fit(
+        self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, classes: Any = None
+    ) -> Self:
         """Add rows; ``classes`` (all labels) is required on the first call."""
         if not hasattr(self, "stats_") and classes is None:
-            raise ParameterError("classes must be passed on the first call to partial_fit (all labels that will occur)")
+            raise ParameterError(
+                "classes must be passed on the first call to partial_fit (all labels that will occur)"
+            )
         return self._fit(X, y, groups, sample_weight, classes, partial=True)
 
     @property

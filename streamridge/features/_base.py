@@ -118,7 +118,9 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """X validated as scikit-learn does (in-memory) or checked 2-D (dask), and its width."""
         if hasattr(X, "dask"):
             if X.ndim != 2 or X.shape[1] < 1:
-                raise InputError(f"{type(self).__name__} needs X of shape (n_samples, n_features); got shape {X.shape}")
+                raise InputError(
+                    f"{type(self).__name__} needs X of shape (n_samples, n_features); got shape {X.shape}"
+                )
             return X, int(X.shape[1])
         X = validate_data(self, X, reset=True, dtype=np.float64)
         return X, int(X.shape[1])
@@ -193,7 +195,9 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         """State before the first row (None for stateless maps)."""
         return None
 
-    def apply_chunk(self, X: np.ndarray, row_start: int, groups: np.ndarray | None, state: Any) -> tuple[np.ndarray, Any]:
+    def apply_chunk(
+        self, X: np.ndarray, row_start: int, groups: np.ndarray | None, state: Any
+    ) -> tuple[np.ndarray, Any]:
         """Features of one chunk of rows (pure function).
 
         Parameters
@@ -280,7 +284,12 @@ class FeatureMap(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             elif isinstance(v, (list, tuple)) and v and all(isinstance(m, FeatureMap) for m in v):
                 v = [m.to_dict() for m in getattr(self, k + "_", v)]  # the fitted parts when fitted
             params[k] = v
-        out: dict[str, Any] = {"map": self.name, "format_version": FORMAT_VERSION, "params": params, "arrays": {}}
+        out: dict[str, Any] = {
+            "map": self.name,
+            "format_version": FORMAT_VERSION,
+            "params": params,
+            "arrays": {},
+        }
         if hasattr(self, "n_features_in_"):
             out["n_features_in"] = int(self.n_features_in_)
             out["arrays"] = {a: np.asarray(getattr(self, a)) for a in self._arrays}
@@ -372,7 +381,9 @@ def sample_rows(X: Any, n: int, seed: int) -> np.ndarray:
     from dask.threaded import get as threads  # a callable: dask imports distributed to resolve a name
 
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-    parts = [dask.delayed(_block_sample)(b, int(s), n, seed) for b, s in zip(X.to_delayed().reshape(-1), starts)]
+    parts = [
+        dask.delayed(_block_sample)(b, int(s), n, seed) for b, s in zip(X.to_delayed().reshape(-1), starts)
+    ]
     got = dask.compute(*parts, scheduler=threads)
     keys = np.concatenate([k for k, _ in got])
     rows = np.concatenate([r for _, r in got], axis=0)

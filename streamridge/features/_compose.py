@@ -130,7 +130,9 @@ class Concat(FeatureMap):
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``<part index>_<part's name>``."""
-        return np.asarray([f"{i}_{n}" for i, m in enumerate(_fitted(self)) for n in m.get_feature_names_out()], dtype=object)
+        return np.asarray(
+            [f"{i}_{n}" for i, m in enumerate(_fitted(self)) for n in m.get_feature_names_out()], dtype=object
+        )
 
     def _set_fitted(self, n_in: int, arrays: dict[str, np.ndarray]) -> None:
         self.n_features_in_ = int(n_in)

@@ -16,7 +16,9 @@ def _stateless(fmap: FeatureMap, block: np.ndarray, row_start: int) -> np.ndarra
     return F
 
 
-def _step(fmap: FeatureMap, block: np.ndarray, row_start: int, groups: Any, state: Any) -> tuple[np.ndarray, Any]:
+def _step(
+    fmap: FeatureMap, block: np.ndarray, row_start: int, groups: Any, state: Any
+) -> tuple[np.ndarray, Any]:
     g = None if groups is None else np.asarray(groups).reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
         F, new = fmap.apply_chunk(np.asarray(block, dtype=np.float64), row_start, g, state)
@@ -44,10 +46,15 @@ def map_dask(fmap: FeatureMap, X: Any, groups: Any = None) -> Any:
     if not fmap.stateful:
         return X.map_blocks(
             lambda b, block_info=None: _stateless(fmap, b, int(starts[block_info[0]["chunk-location"][0]])),
-            dtype=np.float64, chunks=(X.chunks[0], (n_out,)),
+            dtype=np.float64,
+            chunks=(X.chunks[0], (n_out,)),
         )
     if groups is not None:
-        g = groups if hasattr(groups, "dask") else da.from_array(np.asarray(groups).reshape(-1), chunks=(X.chunks[0],))
+        g = (
+            groups
+            if hasattr(groups, "dask")
+            else da.from_array(np.asarray(groups).reshape(-1), chunks=(X.chunks[0],))
+        )
         g = g.rechunk((X.chunks[0],))
         _check_runs_lazy(g, starts)
         gblocks = list(g.to_delayed().reshape(-1))

@@ -63,4 +63,7 @@ class Delays(FeatureMap):
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``x{j}_lag{k}``."""
-        return np.asarray([f"x{j}_lag{k}" for k in range(int(self.n_delays) + 1) for j in range(self.n_features_in_)], dtype=object)
+        return np.asarray(
+            [f"x{j}_lag{k}" for k in range(int(self.n_delays) + 1) for j in range(self.n_features_in_)],
+            dtype=object,
+        )

@@ -34,9 +34,13 @@ def _n_rows(given: Any, n: int) -> int:
 def _basis(given: Any, sample: np.ndarray | None, n: int, n_in: int, who: str) -> np.ndarray:
     B = np.asarray(given if given is not None else sample, dtype=np.float64)
     if B.ndim != 2 or B.shape[1] != n_in:
-        raise InputError(f"{who}: the basis must have shape (n, {n_in}) for inputs of {n_in} columns; got {B.shape}")
+        raise InputError(
+            f"{who}: the basis must have shape (n, {n_in}) for inputs of {n_in} columns; got {B.shape}"
+        )
     if given is None and B.shape[0] < n:
-        raise InputError(f"{who}: asked for {n} basis rows but the data has only n_samples={B.shape[0]}; ask for fewer")
+        raise InputError(
+            f"{who}: asked for {n} basis rows but the data has only n_samples={B.shape[0]}; ask for fewer"
+        )
     return B
 
 
@@ -82,8 +86,18 @@ class Nystroem(FeatureMap):
         "seed": (SEED,),
     }
 
-    def __init__(self, n_components: int = 100, *, kernel: str = "rbf", gamma: float | None = None, degree: int = 3,
-                 coef0: float = 1.0, basis: Any = None, whiten: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        n_components: int = 100,
+        *,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        degree: int = 3,
+        coef0: float = 1.0,
+        basis: Any = None,
+        whiten: bool = True,
+        seed: int = 0,
+    ) -> None:
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -166,7 +180,9 @@ class Distances(FeatureMap):
         "seed": (SEED,),
     }
 
-    def __init__(self, n_references: int = 100, *, references: Any = None, metric: str = "euclidean", seed: int = 0) -> None:
+    def __init__(
+        self, n_references: int = 100, *, references: Any = None, metric: str = "euclidean", seed: int = 0
+    ) -> None:
         self.n_references = n_references
         self.references = references
         self.metric = metric
@@ -181,7 +197,11 @@ class Distances(FeatureMap):
         """The reference rows."""
         r, n = _n_rows(self.references, int(self.n_references)), int(n_features_in)
         param = "n_references" if self.references is None else "references"
-        label = f"distances(n_references={r})" if self.references is None else f"distances(references of {r} rows)"
+        label = (
+            f"distances(n_references={r})"
+            if self.references is None
+            else f"distances(references of {r} rows)"
+        )
         return Footprint(r, 8 * r * n, 8 * r * n, f"{r} reference rows of {n} values", label, param)
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:

@@ -47,8 +47,16 @@ class RandomHidden(FeatureMap):
         "seed": (SEED,),
     }
 
-    def __init__(self, n_units: int = 100, *, activation: str = "tanh", input_scaling: float = 1.0,
-                 bias_scaling: float = 1.0, direct: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self,
+        n_units: int = 100,
+        *,
+        activation: str = "tanh",
+        input_scaling: float = 1.0,
+        bias_scaling: float = 1.0,
+        direct: bool = False,
+        seed: int = 0,
+    ) -> None:
         self.n_units = n_units
         self.activation = activation
         self.input_scaling = input_scaling
@@ -61,7 +69,9 @@ class RandomHidden(FeatureMap):
         u, n = int(self.n_units), int(n_features_in)
         held = 8 * (u * n + u)
         width = u + (n if self.direct else 0)
-        return Footprint(width, held, held, f"{u} x {n} input weights", f"random_hidden(n_units={u})", "n_units")
+        return Footprint(
+            width, held, held, f"{u} x {n} input weights", f"random_hidden(n_units={u})", "n_units"
+        )
 
     def _fit_arrays(self, n_in: int, sample: np.ndarray | None) -> None:
         rng = np.random.default_rng(int(self.seed))

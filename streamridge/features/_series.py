@@ -74,7 +74,9 @@ def check_contiguous(pos: np.ndarray, ids: np.ndarray, row_start: int = 0) -> No
     )
 
 
-def merge_chunk_heads(heads: list[tuple[np.ndarray, np.ndarray]], starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def merge_chunk_heads(
+    heads: list[tuple[np.ndarray, np.ndarray]], starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Global run heads from per-chunk run heads (a run crossing a chunk boundary is one run).
 
     Parameters

@@ -140,7 +140,11 @@ class FoldScheme:
             raise ParameterError(f"the digest of explicit splits must be a string; got {self.digest!r}")
         if self.runs is not None:
             runs = np.array(self.runs, dtype=np.int64).reshape(-1, 2)
-            if (runs[:, 1] <= 0).any() or runs[:, 1].sum() != self.n_rows or not np.isin(runs[:, 0], range(self.n_folds)).all():
+            if (
+                (runs[:, 1] <= 0).any()
+                or runs[:, 1].sum() != self.n_rows
+                or not np.isin(runs[:, 0], range(self.n_folds)).all()
+            ):
                 raise ParameterError(
                     f"the runs of explicit splits must have positive lengths summing to n_rows={self.n_rows} "
                     f"and folds in [0, {self.n_folds - 1}]"
@@ -184,9 +188,7 @@ class FoldScheme:
         if groups is None or len(groups) != n:
             raise FoldError(f"fold scheme {self.kind!r} needs one group id per row")
         if self.kind == "group":
-            return (splitmix64(group_keys(groups), self.seed) % np.uint64(self.n_folds)).astype(
-                np.int64
-            )
+            return (splitmix64(group_keys(groups), self.seed) % np.uint64(self.n_folds)).astype(np.int64)
         values = np.asarray(self.group_values)
         idx = np.searchsorted(values, groups)
         idx = np.clip(idx, 0, len(values) - 1)
@@ -310,9 +312,7 @@ def make_scheme(
             raise ParameterError("cv='groups' needs groups (one id per row)")
         values = tuple(np.unique(np.asarray(group_values)).tolist())
         if len(values) < max(1, min_groups):
-            raise FoldError(
-                f"cv='groups' needs at least 2 distinct groups; got {len(values)}"
-            )
+            raise FoldError(f"cv='groups' needs at least 2 distinct groups; got {len(values)}")
         return FoldScheme("logo", len(values), seed=int(seed), group_values=values)
     if cv == "blocks":
         return FoldScheme("blocks", int(n_blocks), seed=int(seed), n_rows=n_rows)
@@ -333,7 +333,9 @@ def union_groups(a: FoldScheme, b: FoldScheme) -> tuple[FoldScheme, np.ndarray, 
     try:
         values = np.unique(np.concatenate([ga, gb]))
     except (TypeError, ValueError) as exc:
-        raise FoldError(f"group ids of different kinds cannot share folds: {ga[:3].tolist()} vs {gb[:3].tolist()}") from exc
+        raise FoldError(
+            f"group ids of different kinds cannot share folds: {ga[:3].tolist()} vs {gb[:3].tolist()}"
+        ) from exc
     scheme = FoldScheme("logo", len(values), seed=a.seed, group_values=tuple(values.tolist()))
     return scheme, np.searchsorted(values, ga).astype(np.int64), np.searchsorted(values, gb).astype(np.int64)
 
@@ -360,12 +362,16 @@ def _pairs(splits: Any, n_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
     try:
         items = list(splits)
     except TypeError:
-        raise ParameterError(f"cv must yield (train, test) index arrays; got {type(splits).__name__}") from None
+        raise ParameterError(
+            f"cv must yield (train, test) index arrays; got {type(splits).__name__}"
+        ) from None
     out = []
     for i, item in enumerate(items):
         if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or len(item) != 2:
             raise ParameterError(f"cv split {i} is not a (train, test) pair of index arrays")
-        out.append((_split_indices(item[0], n_rows, i, "training"), _split_indices(item[1], n_rows, i, "test")))
+        out.append(
+            (_split_indices(item[0], n_rows, i, "training"), _split_indices(item[1], n_rows, i, "test"))
+        )
     if not out:
         raise ParameterError("cv gave no (train, test) splits")
     return out
@@ -479,7 +485,13 @@ def folds_from_splits(splits: Any, n_rows: int, *, seed: int = 0) -> tuple[np.nd
     if n_folds < 2:
         raise ParameterError("cv needs at least 2 folds; got 1 split that covers every row")
     scheme = FoldScheme(
-        "splits", n_folds, seed=int(seed), n_rows=int(n_rows), training=training,
-        train_only=train_only, digest=digest, runs=_runs(ids),
+        "splits",
+        n_folds,
+        seed=int(seed),
+        n_rows=int(n_rows),
+        training=training,
+        train_only=train_only,
+        digest=digest,
+        runs=_runs(ids),
     )
     return ids, scheme

@@ -162,7 +162,9 @@ def class_factors(weight: np.ndarray, balanced: bool | np.ndarray) -> np.ndarray
     return np.where(weight > 0, n / (C * np.where(weight > 0, weight, 1.0)), 0.0)
 
 
-def part_factors(stats: FoldStats, balanced: bool | np.ndarray, *, forward: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def part_factors(
+    stats: FoldStats, balanced: bool | np.ndarray, *, forward: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Class factors of every training part and every validation part, two arrays of shape (K, C).
 
     Class totals are weight sums; a training part's are exclusive prefix/suffix
@@ -225,7 +227,15 @@ def _scale_of(sxx_diag: np.ndarray, n: float) -> np.ndarray:
     return np.where(s < 10 * np.finfo(float).eps * np.maximum(1.0, np.abs(s)), 1.0, s)
 
 
-def _finish_training(A: np.ndarray, B: np.ndarray, xbar: np.ndarray, ybar: np.ndarray, n: float, fit_intercept: bool, standardize: bool):  # type: ignore[no-untyped-def]
+def _finish_training(
+    A: np.ndarray,
+    B: np.ndarray,
+    xbar: np.ndarray,
+    ybar: np.ndarray,
+    n: float,
+    fit_intercept: bool,
+    standardize: bool,
+):  # type: ignore[no-untyped-def]
     """Turn centered moments (A, B, modified in place) into the training form; returns (x_offset, y_offset, scale)."""
     scale = _scale_of(np.diag(A), n) if standardize else np.ones(A.shape[0])
     if not fit_intercept:
@@ -285,12 +295,20 @@ def build_forms(
     At, Bt = within[0][train_only:], within[1][train_only:]
     K = len(folds)
     Av, Bv, cv = np.empty((K, N, N)), np.empty((K, N, T)), np.empty((K, T))
-    xo, yo, sc, n_train, n_val = np.empty((K, N)), np.empty((K, T)), np.empty((K, N)), np.empty(K), np.empty(K)
+    xo, yo, sc, n_train, n_val = (
+        np.empty((K, N)),
+        np.empty((K, T)),
+        np.empty((K, N)),
+        np.empty(K),
+        np.empty(K),
+    )
 
     def one(i: int) -> None:
         k = folds[i]
         mx, my, n_train[i] = add_training_between(stats, k, ft[k], *(w[k] for w in within), forward=forward)
-        xo[i], yo[i], sc[i] = _finish_training(At[i], Bt[i], mx, my, float(n_train[i]), fit_intercept, standardize)
+        xo[i], yo[i], sc[i] = _finish_training(
+            At[i], Bt[i], mx, my, float(n_train[i]), fit_intercept, standardize
+        )
         cells = np.zeros(stats.weight.shape, dtype=bool)
         cells[k] = True
         v = cell_group(stats, cells, fv[k])
@@ -325,11 +343,15 @@ def build_full_form(
     if float(stats.weight.sum()) <= 0:
         raise FoldError("no rows with positive weight; nothing to fit")
     check_stats_range(stats)
-    whole = cell_group(stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.weight.sum(axis=0), balanced))
+    whole = cell_group(
+        stats, np.ones(stats.weight.shape, dtype=bool), class_factors(stats.weight.sum(axis=0), balanced)
+    )
     A, B, n = whole.sxx[0], whole.sxy[0], float(whole.n[0])
     if np.shares_memory(A, stats.sxx):  # a single cell comes back as views; the form is modified in place
         A, B = A.copy(), B.copy()
-    xbar, ybar, scale = _finish_training(A, B, whole.mean_x[0], whole.mean_y[0], n, fit_intercept, standardize)
+    xbar, ybar, scale = _finish_training(
+        A, B, whole.mean_x[0], whole.mean_y[0], n, fit_intercept, standardize
+    )
     check_finite(A, "training form of all rows")
     check_finite(B, "training form of all rows")
     return FullForm(A, B, xbar, ybar, scale, n)

@@ -283,7 +283,9 @@ def _score_arrays(arrays: Mapping[str, np.ndarray], n_alphas: int, k: int, t: in
         _shape(arrays, "rescore_scores", [r])
 
 
-def _band_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray], n: int, n_alphas: int, k: int, t: int) -> None:
+def _band_arrays(
+    h: Mapping[str, Any], arrays: Mapping[str, np.ndarray], n: int, n_alphas: int, k: int, t: int
+) -> None:
     """A banded model's arrays (streamridge.io.band_arrays): present with ``band_names``, shapes of its bands."""
     names = h.get("band_names")
     present = [a for a in arrays if a.startswith("band_")]
@@ -300,7 +302,9 @@ def _band_arrays(h: Mapping[str, Any], arrays: Mapping[str, np.ndarray], n: int,
         raise _Invalid(f"band_index holds bands outside [0, {nb}) for {nb} band_names")
     if "band_weight_candidates" in arrays:
         c = arrays["band_weight_candidates"]
-        _shape(arrays, "band_weight_candidates", [(c.shape[0], nb)] if c.ndim == 2 and c.shape[0] else [(1, nb)])
+        _shape(
+            arrays, "band_weight_candidates", [(c.shape[0], nb)] if c.ndim == 2 and c.shape[0] else [(1, nb)]
+        )
         s = int(c.shape[0])
         _shape(arrays, "band_scores", [(s,), (s, t)])
         _shape(arrays, "band_fold_scores", [(s, n_alphas, k, t)])

@@ -213,7 +213,9 @@ def band_lines(bands: dict[str, Any] | None) -> list[str]:
         "            band                 features  mean weight  leads targets  CV R^2",
     ]
     r2 = bands.get("cv_r2") or [None] * len(bands["names"])
-    for name, size, w, lead, r in zip(bands["names"], bands["sizes"], bands["mean_weight"], bands["leading"], r2):
+    for name, size, w, lead, r in zip(
+        bands["names"], bands["sizes"], bands["mean_weight"], bands["leading"], r2
+    ):
         lines.append(f"            {name[:20]:<20} {size:>9} {w:>12.3f} {lead:>14} {_g(r):>7}")
     return lines
 

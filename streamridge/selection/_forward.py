@@ -229,7 +229,9 @@ class ForwardEngine:
     def scores(self, per_target: bool) -> np.ndarray:
         acc = GridMin(per_target)
         if self.state is not None:
-            for errors in map_folds(lambda i: self.parts[i].candidate_errors(self.forms, self.sel, self.cand), len(self.parts)):
+            for errors in map_folds(
+                lambda i: self.parts[i].candidate_errors(self.forms, self.sel, self.cand), len(self.parts)
+            ):
                 acc.add(errors)
             return acc.result()
         for sl in self.batches:

@@ -31,7 +31,6 @@ class Options:
     memory_budget: int
 
 
-
 def default_budget() -> int:
     """Bytes of selection state kept between steps: a quarter of available memory, 256 MiB to 4 GiB."""
     try:
@@ -41,6 +40,7 @@ def default_budget() -> int:
     except Exception:  # no psutil or no answer: be conservative
         return 2**28
     return int(min(max(avail // 4, 2**28), 2**32))
+
 
 def _int_in(name: str, value: object, lo: int, hi: int) -> int:
     if (

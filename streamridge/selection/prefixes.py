@@ -50,7 +50,12 @@ def check_prefixes(prefixes: object, n_features: int) -> np.ndarray:
     """
     try:
         arr = np.asarray(prefixes).reshape(-1)
-        ok = arr.size > 0 and arr.dtype.kind in "iu" and bool(np.all(arr >= 1)) and bool(np.all(arr <= n_features))
+        ok = (
+            arr.size > 0
+            and arr.dtype.kind in "iu"
+            and bool(np.all(arr >= 1))
+            and bool(np.all(arr <= n_features))
+        )
     except (TypeError, ValueError):
         ok = False
     if not ok:
@@ -62,7 +67,12 @@ def check_prefixes(prefixes: object, n_features: int) -> np.ndarray:
 
 
 def prefix_errors(
-    forms: Forms, alphas: np.ndarray, sizes: np.ndarray, *, solver: str = "eigen", per_target: bool = False,
+    forms: Forms,
+    alphas: np.ndarray,
+    sizes: np.ndarray,
+    *,
+    solver: str = "eigen",
+    per_target: bool = False,
     one_se: bool = False,
 ) -> PrefixResult:
     """CV errors of the first n features for every n in ``sizes`` and the best (n, lambda).

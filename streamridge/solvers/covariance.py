@@ -23,6 +23,7 @@ from streamridge.solvers.linalg import RidgeSolver, ridge_solve
 
 __all__ = ["fold_errors_covariance", "ridge_solve", "validation_sse"]
 
+
 def validation_sse(W: np.ndarray, Av: np.ndarray, Bv: np.ndarray, cv: np.ndarray) -> np.ndarray:
     """``diag(W' Av W) - 2 diag(W' Bv) + cv`` for W of shape (N, T)."""
     return np.einsum("nt,nt->t", W, Av @ W) - 2.0 * np.einsum("nt,nt->t", W, Bv) + cv

@@ -90,7 +90,9 @@ def fold_errors_eigen(forms: Forms, alphas: np.ndarray) -> np.ndarray:
     return np.stack(map_folds(one, forms.n_folds), axis=1)
 
 
-def solve_full(full: FullForm, alpha: float | np.ndarray, *, eig: Eig | None = None) -> tuple[np.ndarray, np.ndarray]:
+def solve_full(
+    full: FullForm, alpha: float | np.ndarray, *, eig: Eig | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Final coefficients of the full training form in original units.
 
     One Cholesky solve per distinct lambda (at most a few), else one

@@ -45,7 +45,9 @@ def psd_eigh(A: np.ndarray) -> Eig:
     null : array of bool of shape (N,)
         True for the eigenvalues treated as zero.
     """
-    d, C = np.linalg.eigh(A)  # LAPACK syevd, like scipy's driver="evd", but without holding the GIL (folds run on threads)
+    d, C = np.linalg.eigh(
+        A
+    )  # LAPACK syevd, like scipy's driver="evd", but without holding the GIL (folds run on threads)
     N = d.shape[0]
     top = float(d[-1]) if N else 0.0
     null = d <= N * np.finfo(np.float64).eps * max(top, 0.0)

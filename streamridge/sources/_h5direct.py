@@ -58,7 +58,12 @@ def direct_layout(ds: Any) -> H5Layout | None:
     """
     import h5py
 
-    if ds.dtype.kind not in "fiub" or not ds.dtype.isnative or ds.dtype.fields is not None or ds.ndim not in (1, 2):
+    if (
+        ds.dtype.kind not in "fiub"
+        or not ds.dtype.isnative
+        or ds.dtype.fields is not None
+        or ds.ndim not in (1, 2)
+    ):
         return None
     if ds.file.driver not in ("sec2", "fileobj") or ds.file.userblock_size != 0 or ds.is_virtual:
         return None
@@ -97,8 +102,16 @@ def chunk_table(ds: Any, n_chunks: int) -> np.ndarray:
     return table
 
 
-def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.dtype[Any],
-              shape: tuple[int, ...], start: int, stop: int, where: str) -> np.ndarray:
+def read_rows(
+    layout: H5Layout,
+    table: np.ndarray | None,
+    fetch: Any,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    start: int,
+    stop: int,
+    where: str,
+) -> np.ndarray:
     """Rows ``[start, stop)`` of a dataset of ``shape`` stored as ``layout``.
 
     Parameters
@@ -140,11 +153,15 @@ def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.
         if offset < 0:
             out[a - start : b - start] = layout.fill
         elif mask:
-            raise OSError(f"chunk {c} of {where} is stored without one of its filters (mask {mask}); "
-                          "rewrite the dataset or read it with h5py")
+            raise OSError(
+                f"chunk {c} of {where} is stored without one of its filters (mask {mask}); "
+                "rewrite the dataset or read it with h5py"
+            )
         elif not layout.deflate:  # raw (shuffle alone is refused by direct_layout): the rows asked for only
             if size != chunk_bytes:
-                raise OSError(f"chunk {c} of {where} holds {size} bytes, not {chunk_bytes}: it may be corrupted")
+                raise OSError(
+                    f"chunk {c} of {where} holds {size} bytes, not {chunk_bytes}: it may be corrupted"
+                )
             ranges.append((offset + skip, target.size))
             buffers.append(target)
         else:
@@ -162,7 +179,9 @@ def read_rows(layout: H5Layout, table: np.ndarray | None, fetch: Any, dtype: np.
         if target.size == chunk_bytes:  # a whole chunk: unshuffled straight into the result
             _unshuffle(chunk, dtype.itemsize, target)
         else:
-            target[:] = _unshuffle(chunk, dtype.itemsize, np.empty(chunk_bytes, np.uint8))[skip : skip + target.size]
+            target[:] = _unshuffle(chunk, dtype.itemsize, np.empty(chunk_bytes, np.uint8))[
+                skip : skip + target.size
+            ]
     return out
 
 

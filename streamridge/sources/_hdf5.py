@@ -55,8 +55,12 @@ class HDF5Reader(ArrayReader):
         self.dtype = _read_dtype(dataset.dtype)
         self.native_rows = int(dataset.chunks[0]) if dataset.chunks else 1
         self.attrs = {k: dataset.attrs[k] for k in ("feature_names", "target_names") if k in dataset.attrs}
-        driver = "fileobj" if is_url(location) else "sec2"  # addresses are offsets into the file at `location`
-        self.layout = direct_layout(dataset) if dataset.file.driver == driver and dataset.file.mode == "r" else None
+        driver = (
+            "fileobj" if is_url(location) else "sec2"
+        )  # addresses are offsets into the file at `location`
+        self.layout = (
+            direct_layout(dataset) if dataset.file.driver == driver and dataset.file.mode == "r" else None
+        )
         self.overlap_reads = self.layout is not None  # file reads and zlib release the GIL
         self.remote = is_url(location)
         self._table: np.ndarray | None = None
@@ -91,8 +95,16 @@ class HDF5Reader(ArrayReader):
         table = self._chunk_table()
         if self.layout is None or (table is not None and self._skipped_filter(table, start, stop)):
             return self.stored(slice(start, stop))
-        return read_rows(self.layout, table, self._fetch, self.dtype, self.shape, start, stop,
-                         f"{self.name} in {self.location}")
+        return read_rows(
+            self.layout,
+            table,
+            self._fetch,
+            self.dtype,
+            self.shape,
+            start,
+            stop,
+            f"{self.name} in {self.location}",
+        )
 
     def _skipped_filter(self, table: np.ndarray, start: int, stop: int) -> bool:
         """Whether a chunk of rows ``[start, stop)`` was stored without one of its filters (HDF5 may skip an optional one)."""
@@ -121,12 +133,16 @@ class HDF5Reader(ArrayReader):
         fs, path = self._fs
         if not ranges:
             return []
-        got = fs.cat_ranges([path] * len(ranges), [o for o, _ in ranges], [o + n for o, n in ranges], on_error="raise")
+        got = fs.cat_ranges(
+            [path] * len(ranges), [o for o, _ in ranges], [o + n for o, n in ranges], on_error="raise"
+        )
         out: list[Any] = []
         for (offset, size), data, buffer in zip(ranges, got, buffers):
             if len(data) != size:
-                raise OSError(f"{self.location} sent {len(data)} bytes for the {size} at byte {offset}: the file is "
-                              "truncated, or the server does not answer byte ranges (HTTP Range)")
+                raise OSError(
+                    f"{self.location} sent {len(data)} bytes for the {size} at byte {offset}: the file is "
+                    "truncated, or the server does not answer byte ranges (HTTP Range)"
+                )
             if buffer is not None:
                 buffer[:] = np.frombuffer(data, np.uint8)
             out.append(data if buffer is None else buffer)
@@ -294,7 +310,9 @@ def write_hdf5(
             filled.append(value)
         step = datasets[0].chunks[0] if datasets and datasets[0].chunks else 1  # no chunks: no rows
         for i, start, block in row_blocks(filled, step):  # a chunk of every dataset at a time
-            datasets[i][start : start + step] = block.astype(object) if datasets[i].dtype.kind == "O" else block
+            datasets[i][start : start + step] = (
+                block.astype(object) if datasets[i].dtype.kind == "O" else block
+            )
     return os.path.abspath(os.fspath(path))
 
 

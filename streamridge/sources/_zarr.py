@@ -39,7 +39,9 @@ class ZarrReader(ArrayReader):
         self.shape = tuple(int(n) for n in array.shape)
         self.dtype = np.dtype(array.dtype)
         self._stream_codec = stream_codec(array)
-        rows_only = tuple(int(c) for c in array.chunks[1:]) == self.shape[1:]  # chunks (and shards) of whole rows
+        rows_only = (
+            tuple(int(c) for c in array.chunks[1:]) == self.shape[1:]
+        )  # chunks (and shards) of whole rows
         self._direct_codec = direct_codec(array) if rows_only else None
         self.remote = _over_network(array)
         self._indexes: dict[str, Any] = {}  # shard indexes read, per process
@@ -196,7 +198,9 @@ def _listing_digest(array: Any) -> str:
         for dirpath, _dirs, files in os.walk(base):
             for f in files:
                 st = os.stat(os.path.join(dirpath, f))
-                entries.append((os.path.relpath(os.path.join(dirpath, f), base), st.st_size, str(st.st_mtime_ns)))
+                entries.append(
+                    (os.path.relpath(os.path.join(dirpath, f), base), st.st_size, str(st.st_mtime_ns))
+                )
     else:  # remote (fsspec) and in-memory stores: listing is not always possible
         return _sampled_digest(array)
     entries.sort()

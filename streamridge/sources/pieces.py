@@ -120,7 +120,11 @@ def block_pieces(
 
     ``pooled``: the piece came from ``buffers`` (a token to give back).
     """
-    pieces = reader.pieces(a, b, sub_rows) if buffers is None else reader.pieces(a, b, sub_rows, alloc=buffers.take)
+    pieces = (
+        reader.pieces(a, b, sub_rows)
+        if buffers is None
+        else reader.pieces(a, b, sub_rows, alloc=buffers.take)
+    )
     if pieces is None:
         block = reader.read(a, b)
         for s in range(a, b, sub_rows):
@@ -221,7 +225,9 @@ def piece_stream(
 
 
 def _grouped(
-    items: Iterator[tuple[tuple[int, int, int, np.ndarray, Any], bool]], group: int, buffers: PieceBuffers | None
+    items: Iterator[tuple[tuple[int, int, int, np.ndarray, Any], bool]],
+    group: int,
+    buffers: PieceBuffers | None,
 ) -> Iterator[list[tuple[int, int, int, np.ndarray, Any]]]:
     """Groups of ``group`` items of one block; tokens of a group's pooled pieces given back when the next is asked for."""
     out: list[tuple[int, int, int, np.ndarray, Any]] = []

@@ -90,7 +90,9 @@ class FoldStats:
         )
 
     @classmethod
-    def from_arrays(cls, arrays: list[np.ndarray] | tuple[np.ndarray, ...], meta: dict[str, Any] | None = None) -> FoldStats:
+    def from_arrays(
+        cls, arrays: list[np.ndarray] | tuple[np.ndarray, ...], meta: dict[str, Any] | None = None
+    ) -> FoldStats:
         """Build from arrays in the order weight, count, mean_x, mean_y, sxx, sxy, syy."""
         return cls(**dict(zip(STATS_ARRAYS, arrays)), meta=dict(meta or {}))
 
@@ -121,7 +123,9 @@ class FoldStats:
 
     def copy(self) -> FoldStats:
         """Deep copy."""
-        return FoldStats.from_arrays([getattr(self, a).copy() for a in STATS_ARRAYS], json.loads(json.dumps(self.meta)))
+        return FoldStats.from_arrays(
+            [getattr(self, a).copy() for a in STATS_ARRAYS], json.loads(json.dumps(self.meta))
+        )
 
     def cell(self, k: int, c: int) -> FoldStats:
         """Statistics of one cell as a 1 x 1 FoldStats."""
@@ -246,7 +250,10 @@ def _add_outer(S: np.ndarray, u: np.ndarray, v: np.ndarray, piece: int = 2**20) 
 def _align_groups(a: FoldStats, b: FoldStats) -> tuple[FoldStats, FoldStats]:
     """Both statistics over the union of their groups when they are ``logo`` statistics of different groups."""
     sa, sb = a.meta.get("scheme"), b.meta.get("scheme")
-    if not (isinstance(sa, dict) and isinstance(sb, dict) and sa.get("kind") == "logo" == sb.get("kind")) or sa == sb:
+    if (
+        not (isinstance(sa, dict) and isinstance(sb, dict) and sa.get("kind") == "logo" == sb.get("kind"))
+        or sa == sb
+    ):
         return a, b
     from streamridge.folds.schemes import FoldScheme, union_groups
 
@@ -310,7 +317,16 @@ def combine(stats: FoldStats, mask: np.ndarray) -> FoldStats:
 
 
 #: the meta fields two statistics must share, the feature map first (it decides the width and the names)
-_COMPAT_KEYS = ("features", "scheme", "classes", "n_features", "n_targets", "feature_names", "target_names", "task")
+_COMPAT_KEYS = (
+    "features",
+    "scheme",
+    "classes",
+    "n_features",
+    "n_targets",
+    "feature_names",
+    "target_names",
+    "task",
+)
 
 
 def _check_compatible(a: FoldStats, b: FoldStats) -> None:
@@ -388,7 +404,9 @@ def _check_is_stats_file(name: str) -> None:
         raise ModelFileError(f"{name!r} is a streamridge model file, not a statistics file; {fix}")
     if not zipfile.is_zipfile(name):
         what = not_an_npz(name) or "not readable as a zip archive"
-        raise ModelFileError(f"{name!r} is not a streamridge statistics file: it is {what}, not a .npz archive; {fix}")
+        raise ModelFileError(
+            f"{name!r} is not a streamridge statistics file: it is {what}, not a .npz archive; {fix}"
+        )
     try:
         with zipfile.ZipFile(name) as z:
             has_meta = "meta_json.npy" in z.namelist()

@@ -39,7 +39,9 @@ MIRROR_BLOCK = 64  # columns per strip when the lower triangle is mirrored (an n
 MAX_PENDING = 256  # tiles of a cell whose means wait for one rank-k fold (also: at most ~1/8 of its N x N)
 
 
-_Run = tuple[int, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"]  # a cell's rows of a sub-block
+_Run = tuple[
+    int, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"
+]  # a cell's rows of a sub-block
 _STATE = ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")  # the running moments (see snapshot)
 
 
@@ -86,7 +88,8 @@ class CellAccumulator:
         self._pool = pool
         N, T = self._bx.shape[1], self._by.shape[1]
         self._tiles = [(self._bx, self._by, self._ones)] + [
-            (np.empty((self.tile_rows, N)), np.empty((self.tile_rows, T)), np.ones(self.tile_rows)) for _ in range(n - 1)
+            (np.empty((self.tile_rows, N)), np.empty((self.tile_rows, T)), np.ones(self.tile_rows))
+            for _ in range(n - 1)
         ]
 
     def add(self, X: np.ndarray, Y: np.ndarray, cells: np.ndarray, weights: np.ndarray | None = None) -> None:
@@ -151,7 +154,12 @@ class CellAccumulator:
                 job.result()
 
     def _add_run(
-        self, c: int, X: np.ndarray, Y: np.ndarray, idx: np.ndarray | None, w: np.ndarray | None,
+        self,
+        c: int,
+        X: np.ndarray,
+        Y: np.ndarray,
+        idx: np.ndarray | None,
+        w: np.ndarray | None,
         tiles: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Rows ``idx`` of ``X``/``Y`` (all rows when None) into cell ``c``, tile by tile (``tiles``: buffers to use)."""

@@ -38,8 +38,16 @@ def test_nonfinite_rows_named_and_skippable(rng):
 @pytest.mark.parametrize(
     ("make", "exc", "words"),
     [
-        (lambda r: (r.standard_normal((10, 3)), r.standard_normal(9)), ValueError, "inconsistent numbers of samples"),
-        (lambda r: (np.array([["a", "b"], ["c", "d"]] * 5), np.ones(10)), ValueError, "Convert your data to numeric"),
+        (
+            lambda r: (r.standard_normal((10, 3)), r.standard_normal(9)),
+            ValueError,
+            "inconsistent numbers of samples",
+        ),
+        (
+            lambda r: (np.array([["a", "b"], ["c", "d"]] * 5), np.ones(10)),
+            ValueError,
+            "Convert your data to numeric",
+        ),
         (lambda r: (np.zeros((0, 3)), np.zeros(0)), ValueError, "0 sample"),
         (lambda r: (r.standard_normal((3, 3)), r.standard_normal(3)), FoldError, "3 sample(s) but cv=5"),
     ],
@@ -78,7 +86,12 @@ def test_negative_weights_and_bad_params(rng):
     w[7] = -1
     with pytest.raises(InputError, match="non-negative; got a negative weight at row 7"):
         StreamRidgeCV().fit(X, y, sample_weight=w)
-    for params, word in [({"cv": 1}, "cv must be"), ({"solver": "qr"}, "solver must be"), ({"alpha_rule": "x"}, "alpha_rule"), ({"selection": "sideways"}, "selection must be")]:
+    for params, word in [
+        ({"cv": 1}, "cv must be"),
+        ({"solver": "qr"}, "solver must be"),
+        ({"alpha_rule": "x"}, "alpha_rule"),
+        ({"selection": "sideways"}, "selection must be"),
+    ]:
         with pytest.raises(ParameterError, match=word):
             StreamRidgeCV(**params).fit(X, y)
 

@@ -62,7 +62,16 @@ def test_fit_text_summary_leave_group_out(store, tmp_path, capsys):
     )  # fmt: skip
     assert code == 0 and out == ""
     code, out, _ = run(
-        capsys, "fit", "--data", store, "--groups", "groups", "--leave-group-out", "--out", model, "--overwrite"
+        capsys,
+        "fit",
+        "--data",
+        store,
+        "--groups",
+        "groups",
+        "--leave-group-out",
+        "--out",
+        model,
+        "--overwrite",
     )
     assert code == 0
     for text in (
@@ -187,7 +196,9 @@ def test_predict_two_targets(tmp_path, rng, capsys):
 
 
 @pytest.mark.parametrize("ahead", [False, True])
-@pytest.mark.parametrize("chunk_rows, budget", [(None, 256 * 2**20), (120, 256 * 2**20), (900, 256 * 2**20), (None, 64 * 500)])
+@pytest.mark.parametrize(
+    "chunk_rows, budget", [(None, 256 * 2**20), (120, 256 * 2**20), (900, 256 * 2**20), (None, 64 * 500)]
+)
 def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget, ahead):
     """Predictions through the reader equal the estimator's, whatever the source's row chunks (smaller
     than the stored chunks, larger, or a budget below one stored chunk), and decode every stored chunk
@@ -203,7 +214,9 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget,
     y = X @ rng.standard_normal(6) + rng.standard_normal(3000)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=500)
     store = CountingStore(LocalStore(tmp_path / "d.zarr", read_only=True))
-    src = open_source(zarr.open_group(store, mode="r"), y=None, require_y=False, chunk_rows=chunk_rows, memory_budget=budget)
+    src = open_source(
+        zarr.open_group(store, mode="r"), y=None, require_y=False, chunk_rows=chunk_rows, memory_budget=budget
+    )
     three = np.digitize(y, np.quantile(y, [0.3, 0.6]))
     for est, scores in [
         (StreamRidgeCV(cv=3).fit(X, y), False),
@@ -294,7 +307,18 @@ def test_predict_scores_read_x_once(tmp_path, rng, capsys, monkeypatch, name, ca
     monkeypatch.setattr(_zarr.ZarrReader, "read", counting)
     extra = ["--groups", "groups"] if case != "plain" else []
     code, _, err = run(
-        capsys, "predict", "--model", model, "--data", store, "--out", preds, "--scores", "--chunk-rows", "100", *extra
+        capsys,
+        "predict",
+        "--model",
+        model,
+        "--data",
+        store,
+        "--out",
+        preds,
+        "--scores",
+        "--chunk-rows",
+        "100",
+        *extra,
     )
     assert code == 0, err
     rows = sorted(r for a, b in reads for r in range(a, b))
@@ -325,7 +349,21 @@ def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monke
     store = write_zarr(tmp_path / "d.zarr", X, y, g, chunk_rows=128)
     (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 10\nseed = 1\n')
     fit = ["--groups", "groups", "--leave-group-out"] if series else []
-    assert run(capsys, "fit", "--data", store, "--out", tmp_path / "m.npz", "--quiet", "--features", tmp_path / "f.toml", *fit)[0] == 0
+    assert (
+        run(
+            capsys,
+            "fit",
+            "--data",
+            store,
+            "--out",
+            tmp_path / "m.npz",
+            "--quiet",
+            "--features",
+            tmp_path / "f.toml",
+            *fit,
+        )[0]
+        == 0
+    )
     real, used = cli_predict._dask_batches, []
     monkeypatch.setattr(cli_predict, "_dask_batches", lambda *a, **k: used.append(1) or real(*a, **k))
     extra = ["--groups", "groups"] if series else []
@@ -333,7 +371,21 @@ def test_predict_with_a_stateful_map_runs_its_lanes(tmp_path, rng, capsys, monke
     for limit in (pass_predict.LANE_OUTPUT_BYTES, 8):
         monkeypatch.setattr(pass_predict, "LANE_OUTPUT_BYTES", limit)
         out = tmp_path / f"p{limit}.zarr"
-        assert run(capsys, "predict", "--model", tmp_path / "m.npz", "--data", store, "--out", out, "--quiet", *extra)[0] == 0
+        assert (
+            run(
+                capsys,
+                "predict",
+                "--model",
+                tmp_path / "m.npz",
+                "--data",
+                store,
+                "--out",
+                out,
+                "--quiet",
+                *extra,
+            )[0]
+            == 0
+        )
         outs.append(zarr.open_group(str(out), mode="r")["predictions"][:])
     assert used == [1]  # the second run only
     model = load_model(tmp_path / "m.npz")

@@ -20,7 +20,9 @@ def store(tmp_path, rng):
     return write_zarr(str(tmp_path / "d.zarr"), X, y, groups=g, chunk_rows=300)
 
 
-@pytest.mark.parametrize("folds", [["--folds", "4"], ["--leave-group-out", "--groups", "groups"], ["--blocks", "3"]])
+@pytest.mark.parametrize(
+    "folds", [["--folds", "4"], ["--leave-group-out", "--groups", "groups"], ["--blocks", "3"]]
+)
 def test_shards_merge_equal_one_pass(tmp_path, store, folds, capsys):
     s1, s2, s = (str(tmp_path / f) for f in ("s1.npz", "s2.npz", "s.npz"))
     assert main(["stats", "--data", store, *folds, "--rows", "0:1000", "--out", s1, "--quiet"]) == 0
@@ -29,7 +31,22 @@ def test_shards_merge_equal_one_pass(tmp_path, store, folds, capsys):
     facts = json.loads(capsys.readouterr().out)
     assert facts["rows"] == 2400 and facts["row_ranges"] == [[0, 2400]]
     m_whole, m_merged = str(tmp_path / "w.npz"), str(tmp_path / "m.npz")
-    assert main(["fit", "--data", store, *folds, "--out", m_whole, "--save-stats", str(tmp_path / "w_stats.npz"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                store,
+                *folds,
+                "--out",
+                m_whole,
+                "--save-stats",
+                str(tmp_path / "w_stats.npz"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert main(["fit", "--stats", s, "--out", m_merged, "--quiet"]) == 0
     whole, merged = load_stats(tmp_path / "w_stats.npz"), load_stats(s)
     for f in ("sxx", "sxy", "syy", "mean_x"):
@@ -64,7 +81,9 @@ def test_stats_with_checkpoint_resumes_to_same_result(tmp_path, store):
     assert main(["stats", "--data", store, "--checkpoint", str(ck), "--out", b, "--quiet"]) == 0
     np.testing.assert_array_equal(load_stats(a).sxx, load_stats(b).sxx)
     # other options with the same checkpoint are refused
-    assert main(["stats", "--data", store, "--seed", "9", "--checkpoint", str(ck), "--out", b, "--quiet"]) == 2
+    assert (
+        main(["stats", "--data", store, "--seed", "9", "--checkpoint", str(ck), "--out", b, "--quiet"]) == 2
+    )
 
 
 def test_fit_over_http_with_storage_options(http_root, rng, tmp_path, capsys):
@@ -75,7 +94,10 @@ def test_fit_over_http_with_storage_options(http_root, rng, tmp_path, capsys):
     write_zarr(str(root / "cli_http.zarr"), X, y, chunk_rows=150)
     out = str(tmp_path / "m.npz")
     opts = json.dumps({"client_kwargs": {"timeout": 30}})
-    assert main(["fit", "--data", f"{url}/cli_http.zarr", "--storage-options", opts, "--out", out, "--json"]) == 0
+    assert (
+        main(["fit", "--data", f"{url}/cli_http.zarr", "--storage-options", opts, "--out", out, "--json"])
+        == 0
+    )
     facts = json.loads(capsys.readouterr().out)
     assert facts["rows"] == 600
     local = str(tmp_path / "d.zarr")

@@ -150,21 +150,42 @@ def zarr_store(tmp_path: Path) -> Path:
 
 FIT_CASES = {
     "regression": [],
-    "classifier balanced, scoring": ["--y", "c", "--classify", "--balanced", "--scoring", "balanced_accuracy"],
+    "classifier balanced, scoring": [
+        "--y",
+        "c",
+        "--classify",
+        "--balanced",
+        "--scoring",
+        "balanced_accuracy",
+    ],
     "forward selection": ["--select", "forward", "--max-features", "4"],
     "groups, nested, scoring": ["--groups", "g", "--leave-group-out", "--nested", "--scoring", "r2"],
 }
 
 
 @pytest.mark.parametrize("case", sorted(FIT_CASES))
-def test_fit_imports_no_scikit_learn_and_writes_the_estimators_model(tmp_path: Path, zarr_store: Path, case: str) -> None:
+def test_fit_imports_no_scikit_learn_and_writes_the_estimators_model(
+    tmp_path: Path, zarr_store: Path, case: str
+) -> None:
     """``fit`` runs the scikit-learn-free classes (about 0.65 s of CPU less per command); its model
     file names the public estimator, loads as it, and holds what the estimator's own fit writes."""
     from streamridge import StreamRidgeClassifierCV, StreamRidgeCV, load_model
     from streamridge.io.model_file import read_model
 
     out = tmp_path / "cli.npz"
-    argv = ["fit", "--data", str(zarr_store), *FIT_CASES[case], "--alphas", "0.01", "1", "100", "--out", str(out), "--quiet"]
+    argv = [
+        "fit",
+        "--data",
+        str(zarr_store),
+        *FIT_CASES[case],
+        "--alphas",
+        "0.01",
+        "1",
+        "100",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     code = f"from streamridge.cli import main\nassert main({argv!r}) == 0"
     # a metric pass (--scoring) streams the dask views; a fit without one imports no dask
     assert _imported(code, ("sklearn",) if "--scoring" in argv else ("sklearn", "dask"), cwd=tmp_path) == []
@@ -178,7 +199,9 @@ def test_fit_imports_no_scikit_learn_and_writes_the_estimators_model(tmp_path: P
     public = StreamRidgeClassifierCV if classify else StreamRidgeCV
     assert type(model) is public
     est = public(**model.get_params(deep=False))
-    est.fit(open_source(str(zarr_store), y="c" if classify else "y", groups="g" if "--groups" in argv else None))
+    est.fit(
+        open_source(str(zarr_store), y="c" if classify else "y", groups="g" if "--groups" in argv else None)
+    )
     ref = tmp_path / "ref.npz"
     save_model(est, ref)
     h_cli, a_cli = read_model(str(out))
@@ -187,7 +210,9 @@ def test_fit_imports_no_scikit_learn_and_writes_the_estimators_model(tmp_path: P
     assert sorted(a_cli) == sorted(a_ref)
     for name in a_cli:
         np.testing.assert_array_equal(a_cli[name], a_ref[name], err_msg=name)
-    assert {k: v for k, v in h_cli.items() if k != "timings"} == {k: v for k, v in h_ref.items() if k != "timings"}
+    assert {k: v for k, v in h_cli.items() if k != "timings"} == {
+        k: v for k, v in h_ref.items() if k != "timings"
+    }
 
 
 def test_the_core_classes_have_the_estimators_parameters() -> None:
@@ -209,7 +234,9 @@ def test_the_core_classes_have_the_estimators_parameters() -> None:
 
 
 @pytest.mark.parametrize("classify", [False, True])
-def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(tmp_path: Path, zarr_store: Path, classify: bool) -> None:
+def test_predict_imports_no_scikit_learn_and_writes_the_estimators_predictions(
+    tmp_path: Path, zarr_store: Path, classify: bool
+) -> None:
     """``predict`` loads the model as the scikit-learn-free class (its X is a source, read through its
     reader: no dask either); the arrays it writes equal the loaded public estimator's ``predict`` /
     ``decision_function``."""
@@ -244,7 +271,21 @@ def test_predict_with_a_stateless_map_imports_no_dask(tmp_path: Path, zarr_store
 
     (tmp_path / "f.toml").write_text('map = "random_hidden"\nn_units = 12\n')
     model = tmp_path / "m.npz"
-    assert main(["fit", "--data", str(zarr_store), "--features", str(tmp_path / "f.toml"), "--out", str(model), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                str(zarr_store),
+                "--features",
+                str(tmp_path / "f.toml"),
+                "--out",
+                str(model),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     preds = tmp_path / "p.zarr"
     argv = ["predict", "--model", str(model), "--data", str(zarr_store), "--out", str(preds), "--quiet"]
     code = f"from streamridge.cli import main\nassert main({argv!r}) == 0"
@@ -260,7 +301,24 @@ def test_report_imports_no_scikit_learn(tmp_path: Path, zarr_store: Path) -> Non
     from streamridge.cli import main
 
     model = tmp_path / "m.npz"
-    assert main(["fit", "--data", str(zarr_store), "--y", "c", "--classify", "--select", "forward", "--out", str(model), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                str(zarr_store),
+                "--y",
+                "c",
+                "--classify",
+                "--select",
+                "forward",
+                "--out",
+                str(model),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     page = tmp_path / "r.html"
     code = f"from streamridge.cli import main\nassert main(['report', {str(model)!r}, '--out', {str(page)!r}]) == 0"
     assert _imported(code, ("sklearn",), cwd=tmp_path) == []
@@ -277,10 +335,15 @@ def test_the_core_classes_fit_in_memory_arrays_as_the_estimators_do() -> None:
     rng = np.random.default_rng(5)
     X = rng.standard_normal((120, 4))
     y = X @ np.arange(1.0, 5.0) + rng.standard_normal(120)
-    for public, core, target in ((StreamRidgeCV, RidgeCVCore, y), (StreamRidgeClassifierCV, RidgeClassifierCVCore, np.digitize(y, [-1, 1]))):
+    for public, core, target in (
+        (StreamRidgeCV, RidgeCVCore, y),
+        (StreamRidgeClassifierCV, RidgeClassifierCVCore, np.digitize(y, [-1, 1])),
+    ):
         a, b = core(cv=4).fit(X, target), public(cv=4).fit(X, target)
         np.testing.assert_array_equal(a.coef_, b.coef_)
         np.testing.assert_array_equal(a.predict(X), b.predict(X))
         assert a.n_features_in_ == 4
-        with pytest.raises(InputError, match=f"X has 3 features, but {public.__name__} is expecting 4 features as input"):
+        with pytest.raises(
+            InputError, match=f"X has 3 features, but {public.__name__} is expecting 4 features as input"
+        ):
             a.predict(X[:, :3])

@@ -178,8 +178,12 @@ def test_failed_command_exit_stays_one_line_with_pending_reads(tmp_path):
     )
     missing = str(tmp_path / "missing.npz")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    quiet = subprocess.run([sys.executable, str(script), missing], capture_output=True, text=True, env=env, timeout=60)
+    quiet = subprocess.run(
+        [sys.executable, str(script), missing], capture_output=True, text=True, env=env, timeout=60
+    )
     assert quiet.returncode == 2
     assert len(quiet.stderr.strip().splitlines()) == 1, quiet.stderr
-    debug = subprocess.run([sys.executable, str(script), missing, "--debug"], capture_output=True, text=True, env=env, timeout=60)
+    debug = subprocess.run(
+        [sys.executable, str(script), missing, "--debug"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert debug.returncode == 2 and "Task was destroyed" in debug.stderr

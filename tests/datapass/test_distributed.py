@@ -99,7 +99,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-def test_a_fit_connects_to_its_scheduler_once(cluster: Cluster, store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fit_connects_to_its_scheduler_once(
+    cluster: Cluster, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The statistics pass and the metric pass of one fit share one connection to the scheduler, closed
     when the fit ends; the estimator keeps the address it was given."""
     import distributed
@@ -129,12 +131,16 @@ def test_fit_on_cluster_equals_threads(cluster: Cluster, store: str) -> None:
 
 def test_accumulate_by_address_other_chunks(cluster: Cluster, store: str) -> None:
     ref = accumulate(
-        open_source(store, groups="groups", chunk_rows=1000), regression_spec("group"), scheduler="sync", partition_rows=1000
+        open_source(store, groups="groups", chunk_rows=1000),
+        regression_spec("group"),
+        scheduler="sync",
+        partition_rows=1000,
     )
     got = accumulate(
         open_source(store, groups="groups", chunk_rows=700),
         regression_spec("group"),
-        scheduler=cluster.address, partition_rows=700,
+        scheduler=cluster.address,
+        partition_rows=700,
     )
     assert_stats_close(got, ref)
 
@@ -152,7 +158,12 @@ def test_corrupted_chunk_on_cluster(
     path, *_ = make_store(tmp_path / "bad.zarr", np.random.default_rng(3), M, 5, chunk_rows=chunk_rows)
     damage_chunk(path)
     with pytest.raises(SourceError, match=rf"rows {named}\) of zarr store .*bad\.zarr") as info:
-        accumulate(open_source(path, chunk_rows=chunk_rows), regression_spec(), scheduler=cluster.address, partition_rows=chunk_rows)
+        accumulate(
+            open_source(path, chunk_rows=chunk_rows),
+            regression_spec(),
+            scheduler=cluster.address,
+            partition_rows=chunk_rows,
+        )
     assert "\n" not in str(info.value)
 
 
@@ -176,7 +187,12 @@ def test_unreachable_scheduler_fails_fast(store: str, monkeypatch: pytest.Monkey
         SchedulerError,
         match=r"cannot reach the dask scheduler at tcp://127\.0\.0\.1:1 within 1 s \(\w+Error\); ",
     ) as info:
-        accumulate(open_source(store, chunk_rows=1000), regression_spec(), scheduler="tcp://127.0.0.1:1", partition_rows=1000)
+        accumulate(
+            open_source(store, chunk_rows=1000),
+            regression_spec(),
+            scheduler="tcp://127.0.0.1:1",
+            partition_rows=1000,
+        )
     assert tries == [("tcp://127.0.0.1:1", 1.0)]
     assert "\n" not in str(info.value)
 
@@ -242,12 +258,21 @@ def test_driver_receives_one_result_per_pass(
     monkeypatch.setattr(distributed.Client, "gather", counting_gather)
     report = PassReport()
     got = accumulate(
-        open_source(store, chunk_rows=500), regression_spec(), scheduler=cluster.address, report=report, partition_rows=500
+        open_source(store, chunk_rows=500),
+        regression_spec(),
+        scheduler=cluster.address,
+        report=report,
+        partition_rows=500,
     )
     assert report.extra["partitions"] == 12
     assert received.count("FoldStats") == 1, received
     monkeypatch.undo()
-    _exact(got, accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler="threads", partition_rows=500))
+    _exact(
+        got,
+        accumulate(
+            open_source(store, chunk_rows=500), regression_spec(), scheduler="threads", partition_rows=500
+        ),
+    )
 
 
 @pytest.mark.parametrize("stateful", [False, True], ids=["RandomHidden", "EchoStateNetwork"])
@@ -279,10 +304,17 @@ def test_pass_with_a_map_merges_on_the_workers(
 
     monkeypatch.setattr(distributed.Future, "result", counting_result)
     monkeypatch.setattr(distributed.Client, "gather", counting_gather)
-    got = accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler=cluster.address, partition_rows=250)
+    got = accumulate(
+        open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler=cluster.address, partition_rows=250
+    )
     assert received.count("FoldStats") == 1, received
     monkeypatch.undo()
-    _exact(got, accumulate(open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads", partition_rows=250))
+    _exact(
+        got,
+        accumulate(
+            open_source(X, y=y, groups=g, chunk_rows=250), spec, scheduler="threads", partition_rows=250
+        ),
+    )
 
 
 def test_blocks_of_partitions_on_the_cluster_keep_the_bits(
@@ -303,11 +335,18 @@ def test_blocks_of_partitions_on_the_cluster_keep_the_bits(
         return submit(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(distributed.Client, "submit", counting_submit)
-    got = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, partition_rows=125)
+    got = accumulate(
+        open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, partition_rows=125
+    )
     monkeypatch.undo()
     assert submitted.count("call_block") == 12 and submitted.count("call_task") == 0, submitted
     assert executors.partition_blocks(0, 48, 2) == [(i, 4) for i in range(0, 48, 4)]
-    _exact(got, accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125))
+    _exact(
+        got,
+        accumulate(
+            open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125
+        ),
+    )
 
 
 def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
@@ -321,7 +360,9 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
     asked: list[bool] = []
     monkeypatch.setattr(Checkpointer, "due", lambda self: not asked and not asked.append(True))
     path, *_ = make_store(tmp_path / "ck.zarr", np.random.default_rng(5), 6000, 10, chunk_rows=125)
-    whole = accumulate(open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125)
+    whole = accumulate(
+        open_source(path, chunk_rows=125), regression_spec(), scheduler="threads", partition_rows=125
+    )
     chunk = Path(path) / "X" / "c" / "13" / "0"
     good = chunk.read_bytes()
     chunk.write_bytes(os.urandom(len(good)))
@@ -329,7 +370,11 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
     ck = tmp_path / "ck"
     with pytest.raises(SourceError, match=r"rows 1625-1749\)"):
         accumulate(
-            open_source(path, chunk_rows=125), regression_spec(), scheduler=cluster.address, checkpoint=ck, partition_rows=125
+            open_source(path, chunk_rows=125),
+            regression_spec(),
+            scheduler=cluster.address,
+            checkpoint=ck,
+            partition_rows=125,
         )
     chunk.write_bytes(good)
     os.utime(
@@ -343,7 +388,8 @@ def test_a_checkpoint_of_blocks_resumes_bit_for_bit(
         regression_spec(),
         scheduler="threads",
         checkpoint=ck,
-        report=report, partition_rows=125,
+        report=report,
+        partition_rows=125,
     )
     assert report.extra["resumed_chunks"] == 4
     _exact(resumed, whole)

@@ -8,7 +8,9 @@ from streamridge.datapass import executors
 from streamridge.datapass.executors import TreeReducer, call_block, partition_blocks
 
 
-def _tree(first: int, n: int, blocks: list[tuple[int, int]] | None, stack: list[tuple[int, object]] | None = None) -> object:
+def _tree(
+    first: int, n: int, blocks: list[tuple[int, int]] | None, stack: list[tuple[int, object]] | None = None
+) -> object:
     """The merge expression of partitions ``first .. n - 1`` onto ``stack``: one push per partition, or one per block
     (a block merged by its own reducer, as :func:`call_block` does)."""
     merge = lambda a, b: (a, b)  # noqa: E731 - the expression records every merge and its order

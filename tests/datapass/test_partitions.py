@@ -85,7 +85,9 @@ def _counted_pass(path: Path, **kwargs: Any) -> tuple[Any, CountingStore]:
     rows = kwargs.pop("chunk_rows", None)
     src = open_source(group, groups="groups", sample_weight="sample_weight", chunk_rows=rows)
     store.reads.clear()
-    stats = accumulate(src, PassSpec(FoldScheme("group", 3), None, 1), scheduler="threads", partition_rows=rows, **kwargs)
+    stats = accumulate(
+        src, PassSpec(FoldScheme("group", 3), None, 1), scheduler="threads", partition_rows=rows, **kwargs
+    )
     return stats, store
 
 
@@ -353,7 +355,9 @@ def test_partition_sizes_agree_to_1e12(chunk_rows: int) -> None:
     ref = accumulate(open_source(X, y=y, chunk_rows=3000), spec, scheduler="sync", partition_rows=3000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = accumulate(open_source(X, y=y, chunk_rows=chunk_rows), spec, scheduler="threads", partition_rows=chunk_rows)
+        got = accumulate(
+            open_source(X, y=y, chunk_rows=chunk_rows), spec, scheduler="threads", partition_rows=chunk_rows
+        )
     assert_stats_close(got, ref, rtol=1e-12)
 
 

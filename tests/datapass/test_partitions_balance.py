@@ -66,7 +66,9 @@ def test_uneven_heavy_partitions_become_two_lanes() -> None:
     assert len(many) == 1 and many.lanes == 1
 
 
-@pytest.mark.parametrize("read_rows, sub_rows", [(10_485, 4000), (4192, 4000), (262_144, 10_485), (7, 3), (1, 1)])
+@pytest.mark.parametrize(
+    "read_rows, sub_rows", [(10_485, 4000), (4192, 4000), (262_144, 10_485), (7, 3), (1, 1)]
+)
 def test_lane_sub_blocks_split_read_blocks_evenly(read_rows: int, sub_rows: int) -> None:
     sub = partitions._lane_sub_rows(read_rows, sub_rows, 2)
     k = -(-read_rows // sub)

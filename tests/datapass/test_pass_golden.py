@@ -149,7 +149,11 @@ def cases(d: dict[str, Any]) -> dict[str, Callable[[], str]]:
         for sched in ("sync", "threads", "processes"):
             out[f"stats/{name}/{sched}"] = lambda make=make, sched=sched: stats_digest(make(sched))
     out["metric/zarr32-ev"] = lambda: digest(
-        [sr.StreamRidgeCV(cv=5, chunk_rows=500, scoring="explained_variance").fit(open_source(p["zarr"])).cv_scores_]
+        [
+            sr.StreamRidgeCV(cv=5, chunk_rows=500, scoring="explained_variance")
+            .fit(open_source(p["zarr"]))
+            .cv_scores_
+        ]
     )
     out["metric/esn"] = lambda: digest(
         [

@@ -96,9 +96,15 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
 
     report = PassReport()
     resumed = accumulate(
-        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, report=report, partition_rows=CHUNK_ROWS
+        open_source(store, chunk_rows=CHUNK_ROWS),
+        regression_spec(),
+        checkpoint=directory,
+        report=report,
+        partition_rows=CHUNK_ROWS,
     )
-    whole = accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), partition_rows=CHUNK_ROWS)
+    whole = accumulate(
+        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), partition_rows=CHUNK_ROWS
+    )
     assert report.extra["resumed_chunks"] == covered
     assert report.chunks == N_CHUNKS - covered
     assert resumed.n_rows == whole.n_rows == CHUNK_ROWS * N_CHUNKS
@@ -110,7 +116,12 @@ def test_killed_pass_resumes_to_same_stats(store: str, tmp_path: Path) -> None:
 
 def test_checkpoint_of_other_data_or_options_is_refused(store: str, tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
-    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=directory, partition_rows=CHUNK_ROWS)
+    accumulate(
+        open_source(store, chunk_rows=CHUNK_ROWS),
+        regression_spec(),
+        checkpoint=directory,
+        partition_rows=CHUNK_ROWS,
+    )
     assert _chunks_done(directory / FILE) == N_CHUNKS
 
     other, *_ = make_store(
@@ -136,11 +147,18 @@ def test_same_path_new_content_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "data.zarr"
     X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
     write_zarr(path, X, y, chunk_rows=500)
-    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+    accumulate(
+        open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500
+    )
     X2, y2, _ = make_data(np.random.default_rng(2), 2000, 4)
     write_zarr(path, X2, y2, chunk_rows=500)
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+        accumulate(
+            open_source(path, chunk_rows=500),
+            regression_spec(),
+            checkpoint=tmp_path / "ckpt",
+            partition_rows=500,
+        )
 
 
 def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
@@ -150,12 +168,19 @@ def test_rows_edited_in_the_middle_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "data.zarr"
     X, y, _ = make_data(np.random.default_rng(1), 2000, 4)
     write_zarr(path, X, y, chunk_rows=500)
-    accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+    accumulate(
+        open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500
+    )
     time.sleep(0.01)
     arr = zarr.open_array(path / "X", mode="r+")
     arr[700:702] = arr[700:702] * 2 + 1  # rows in the middle only
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+        accumulate(
+            open_source(path, chunk_rows=500),
+            regression_spec(),
+            checkpoint=tmp_path / "ckpt",
+            partition_rows=500,
+        )
 
 
 def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
@@ -163,13 +188,23 @@ def test_npy_edited_in_place_is_refused(tmp_path: Path) -> None:
     X, y, _ = make_data(np.random.default_rng(1), 3000, 4)
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", y)
-    accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+    accumulate(
+        open_source(tmp_path, chunk_rows=500),
+        regression_spec(),
+        checkpoint=tmp_path / "ckpt",
+        partition_rows=500,
+    )
     mapped = np.load(tmp_path / "X.npy", mmap_mode="r+")
     mapped[1500] += 1
     mapped.flush()
     del mapped
     with pytest.raises(CheckpointError, match="arrays"):
-        accumulate(open_source(tmp_path, chunk_rows=500), regression_spec(), checkpoint=tmp_path / "ckpt", partition_rows=500)
+        accumulate(
+            open_source(tmp_path, chunk_rows=500),
+            regression_spec(),
+            checkpoint=tmp_path / "ckpt",
+            partition_rows=500,
+        )
 
 
 def test_numpy_arrays_fingerprint_by_content_not_by_name() -> None:
@@ -430,7 +465,9 @@ def test_lane_progress_of_other_options_or_a_newer_format_is_refused(
 
 def test_checkpoint_of_a_newer_format_is_refused(store: str, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
-    accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck, partition_rows=CHUNK_ROWS)
+    accumulate(
+        open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck, partition_rows=CHUNK_ROWS
+    )
     with np.load(ck / FILE) as z:
         arrays = {k: np.array(z[k]) for k in z.files}
     meta = json.loads(arrays["meta_json"].tobytes().decode())
@@ -440,7 +477,12 @@ def test_checkpoint_of_a_newer_format_is_refused(store: str, tmp_path: Path) -> 
     with pytest.raises(
         CheckpointError, match=r"checkpoint\.npz is of format 3, written by a newer streamridge"
     ):
-        accumulate(open_source(store, chunk_rows=CHUNK_ROWS), regression_spec(), checkpoint=ck, partition_rows=CHUNK_ROWS)
+        accumulate(
+            open_source(store, chunk_rows=CHUNK_ROWS),
+            regression_spec(),
+            checkpoint=ck,
+            partition_rows=CHUNK_ROWS,
+        )
 
 
 def test_lane_progress_needs_the_directory_where_the_task_runs(tmp_path: Path) -> None:

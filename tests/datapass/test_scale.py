@@ -62,7 +62,9 @@ def test_partials_held_are_log_n_and_window(
     _CountingReducer.deepest = _CountingReducer.pushes = 0
     window = 3
     report = stream.PassReport()
-    accumulate(source, regression_spec(), scheduler="threads", window=window, report=report, partition_rows=100)
+    accumulate(
+        source, regression_spec(), scheduler="threads", window=window, report=report, partition_rows=100
+    )
     n = 400
     assert report.extra["partitions"] == n
     assert _CountingReducer.pushes == n
@@ -113,7 +115,9 @@ def zarr_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarra
 
 @pytest.fixture(scope="module")
 def reference_stats(zarr_store):  # type: ignore[no-untyped-def]
-    return accumulate(open_source(zarr_store[0], chunk_rows=1000), regression_spec(), scheduler="sync", partition_rows=1000)
+    return accumulate(
+        open_source(zarr_store[0], chunk_rows=1000), regression_spec(), scheduler="sync", partition_rows=1000
+    )
 
 
 @pytest.mark.parametrize(
@@ -213,7 +217,9 @@ def test_corrupted_chunk_names_the_chunk(
     with pytest.raises(
         SourceError, match=r"partition 3 \(rows 1500-1999\) of zarr store .*bad\.zarr"
     ) as info:
-        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500)
+        accumulate(
+            open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500
+        )
     assert "\n" not in str(info.value)
 
 
@@ -232,7 +238,9 @@ def test_a_bug_in_a_task_is_not_blamed_on_the_data(
     store, *_ = make_store(tmp_path / "good.zarr", rng, 4000, 6, chunk_rows=500)
     monkeypatch.setattr(stream.StatsKernel, "add", _buggy_kernel_add)
     with pytest.raises(IndexError, match="a bug in the kernel") as info:
-        accumulate(open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500)
+        accumulate(
+            open_source(store, chunk_rows=500), regression_spec(), scheduler=scheduler, partition_rows=500
+        )
     assert not isinstance(info.value, SourceError)
     assert any("partition 0 (rows 0-" in note for note in getattr(info.value, "__notes__", []))
 
@@ -283,14 +291,17 @@ def test_many_chunks_many_shards_on_local_cluster(tmp_path: Path, rng: np.random
     """2,000 chunks in 4 shards on a 2-process local cluster equal one threaded pass."""
     store, X, y, groups = make_store(tmp_path / "many.zarr", rng, 100_000, 16, chunk_rows=50)
     spec = regression_spec("group")
-    whole = accumulate(open_source(store, groups="groups", chunk_rows=5000), spec, scheduler="threads", partition_rows=5000)
+    whole = accumulate(
+        open_source(store, groups="groups", chunk_rows=5000), spec, scheduler="threads", partition_rows=5000
+    )
     cuts = [0, 12_345, 50_000, 77_777, 100_000]
     parts = [
         accumulate(
             open_source(X[a:b], y=y[a:b], groups=groups[a:b], chunk_rows=50),
             spec,
             row_offset=a,
-            scheduler="local:2", partition_rows=50,
+            scheduler="local:2",
+            partition_rows=50,
         )
         for a, b in itertools.pairwise(cuts)
     ]
@@ -307,7 +318,13 @@ def test_bit_identical_across_schedulers_and_worker_counts(zarr_store) -> None: 
     spec = regression_spec("group")
     ref = accumulate(source, spec, scheduler="sync", partition_rows=500)
     for scheduler in ("threads", "processes", "local:1", "local:2"):
-        got = accumulate(source, spec, scheduler=scheduler, window=5 if scheduler == "threads" else None, partition_rows=500)
+        got = accumulate(
+            source,
+            spec,
+            scheduler=scheduler,
+            window=5 if scheduler == "threads" else None,
+            partition_rows=500,
+        )
         for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
             np.testing.assert_array_equal(
                 getattr(got, name), getattr(ref, name), err_msg=f"{scheduler} {name}"
@@ -337,7 +354,11 @@ def test_closing_a_pass_in_row_order_stops_its_tasks(rng: np.random.Generator) -
 
     before, threads = blas(), threading.active_count()
     results = iter_pass(
-        open_source(X, y=y), Counted(regression_spec(), 4), Partitions(rows=100), scheduler="threads", window=3
+        open_source(X, y=y),
+        Counted(regression_spec(), 4),
+        Partitions(rows=100),
+        scheduler="threads",
+        window=3,
     )
     next(results)
     results.close()

@@ -34,8 +34,10 @@ def _worker_profiles(dask_worker: Any) -> tuple[Any, bool, float, float]:
 
     callbacks = dask_worker.periodic_callbacks
     return (
-        dask.config.get("distributed.worker.profile.enabled"), "profile" in callbacks,
-        callbacks["tick"].callback_time, callbacks["monitor"].callback_time,
+        dask.config.get("distributed.worker.profile.enabled"),
+        "profile" in callbacks,
+        callbacks["tick"].callback_time,
+        callbacks["monitor"].callback_time,
     )
 
 
@@ -74,7 +76,9 @@ def test_session_returns_before_the_cluster_is_up(monkeypatch: pytest.MonkeyPatc
         assert not starting.future.done()  # the caller goes on while the worker process starts
         with open_scheduler(starting) as sched, open_scheduler(starting) as again:
             assert sched.client is again.client and sched.n_workers == 1
-            assert sched.local  # its workers are this machine's cores: a lone task may take idle ones (cell threads)
+            assert (
+                sched.local
+            )  # its workers are this machine's cores: a lone task may take idle ones (cell threads)
             env = sched.client.run(_worker_malloc_env)
             modules = sched.client.run(lambda: sorted(sys.modules))
             profiles = sched.client.run(_worker_profiles)
@@ -194,7 +198,9 @@ def _worker_state() -> tuple[int, str | None, list[int]]:
     return os.getppid(), os.environ.get("STREAMRIDGE_TEST_SET_LATER"), threads
 
 
-@pytest.mark.skipif("forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="no forkserver")
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="no forkserver"
+)
 def test_local_workers_are_forked_from_a_preloaded_forkserver(monkeypatch: pytest.MonkeyPatch) -> None:
     """Spawned workers each imported distributed, NumPy and zarr (0.4-0.5 s of CPU per worker, every fit):
     forked from one forkserver that imported them once, they start with them, one BLAS thread each, and
@@ -264,7 +270,9 @@ def test_the_forkserver_starts_before_the_driver_imports_distributed() -> None:
 
     env = {k: v for k, v in os.environ.items() if k not in scheduling.FORKSERVER_ENV}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([sys.executable, "-c", _EARLY_FORKSERVER], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _EARLY_FORKSERVER], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout.splitlines()[-1])
     assert r["distributed"] is False
@@ -277,7 +285,9 @@ def test_the_forkserver_starts_before_the_driver_imports_distributed() -> None:
 def test_the_forkserver_gets_the_pre_spawn_variables_of_the_users_config() -> None:
     import dask
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 2, "MALLOC_TRIM_THRESHOLD_": 1}}):
+    with dask.config.set(
+        {"distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 2, "MALLOC_TRIM_THRESHOLD_": 1}}
+    ):
         env = scheduling._forkserver_env()
     assert env == {**scheduling.FORKSERVER_ENV, "OMP_NUM_THREADS": "2"}
 

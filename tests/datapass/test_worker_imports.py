@@ -53,7 +53,9 @@ def _submitted_tasks(source: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple
     reduce_partitions = executors.reduce_partitions
 
     def record(task: Any, args: Any, n: int, *rest: Any, first: int = 0, **kwargs: Any) -> Any:
-        tasks.extend((executors.call_task, task, *args(i)) for i in range(first, n))  # as _run_distributed submits
+        tasks.extend(
+            (executors.call_task, task, *args(i)) for i in range(first, n)
+        )  # as _run_distributed submits
         return reduce_partitions(task, args, n, *rest, first=first, **kwargs)
 
     with monkeypatch.context() as m:
@@ -84,7 +86,11 @@ def test_a_worker_runs_zarr_hdf5_npy_and_array_tasks_without_dask_array(
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
         [sys.executable, "-c", WORKER, str(tmp_path / "tasks.pkl"), str(tmp_path / "results.pkl")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False", "False"]  # after the worker's imports, after the tasks
@@ -94,7 +100,9 @@ def test_a_worker_runs_zarr_hdf5_npy_and_array_tasks_without_dask_array(
             ours = task[0](*task[1:])
             np.testing.assert_array_equal(theirs.count, ours.count, err_msg=where)
             for name in ARRAYS:
-                np.testing.assert_array_equal(getattr(theirs, name), getattr(ours, name), err_msg=f"{where} {name}")
+                np.testing.assert_array_equal(
+                    getattr(theirs, name), getattr(ours, name), err_msg=f"{where} {name}"
+                )
 
 
 def test_is_dask_array_imports_nothing() -> None:
@@ -157,7 +165,12 @@ def test_the_pass_limits_the_kernels_blas_however_the_process_started() -> None:
         "with c.limit(limits=1):\n"
         "    print(sorted({i['filepath']: i['num_threads'] for i in threadpool_info()}.items()))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), OPENBLAS_NUM_THREADS="", OMP_NUM_THREADS="")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+        OPENBLAS_NUM_THREADS="",
+        OMP_NUM_THREADS="",
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     libs = eval(proc.stdout.strip().splitlines()[-1])  # [(path, threads)] printed by the child

@@ -158,7 +158,9 @@ def test_distinct_label_check_agrees_with_scikit_learn(case):
     if expected is None or got is None:
         assert got == expected
     elif case == "complex":
-        assert expected.startswith("Complex data not supported") and got.startswith("Complex data not supported")
+        assert expected.startswith("Complex data not supported") and got.startswith(
+            "Complex data not supported"
+        )
     else:
         assert got == expected
 
@@ -168,7 +170,9 @@ def test_many_distinct_lazy_labels_do_not_warn(rng, recwarn):
     warning counted the distinct values as samples; the distinct-label check does not warn."""
     X = rng.standard_normal((1000, 3))
     labels = np.arange(1000) % 25
-    StreamRidgeClassifierCV(alphas=[1.0]).fit(da.from_array(X, chunks=(250, -1)), da.from_array(labels, chunks=250))
+    StreamRidgeClassifierCV(alphas=[1.0]).fit(
+        da.from_array(X, chunks=(250, -1)), da.from_array(labels, chunks=250)
+    )
     assert not [w for w in recwarn if "unique classes" in str(w.message)]
 
 
@@ -176,5 +180,7 @@ def test_balanced_partial_fit_with_a_class_without_rows_names_the_label() -> Non
     """classes=[0, 1, 7] with no row of class 7: the error names the label 7, not its index."""
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((200, 3)), rng.integers(0, 2, 200)
-    with pytest.raises(FoldError, match=r"^class 7 has no rows; class_weight='balanced' .*drop the class from classes="):
+    with pytest.raises(
+        FoldError, match=r"^class 7 has no rows; class_weight='balanced' .*drop the class from classes="
+    ):
         StreamRidgeClassifierCV(class_weight="balanced").partial_fit(X, y, classes=[0, 1, 7])

@@ -28,7 +28,9 @@ def test_one_series_per_batch(rng):
             assert "folds are still empty" in str(e)
     assert ready and ready[-1] == 5 and ready[0] >= 1
     for name in ("count", "mean_x", "sxx", "sxy"):
-        np.testing.assert_allclose(getattr(inc.stats_, name), getattr(whole.stats_, name), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            getattr(inc.stats_, name), getattr(whole.stats_, name), rtol=1e-12, atol=1e-12
+        )
     np.testing.assert_allclose(inc.coef_, whole.coef_, rtol=1e-10)
     with pytest.raises(FoldError, match="distinct groups but cv=3"):  # fit still checks up front
         sr.StreamRidgeCV(cv=3).fit(X[:100], y[:100], groups=g[:100])
@@ -67,7 +69,9 @@ def _incremental(est, X, y, w, classes=None):
 def _assert_same_model(inc, whole, rtol=1e-12):
     assert inc.stats_.meta["scheme"] == whole.stats_.meta["scheme"]
     for name in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy"):
-        np.testing.assert_allclose(getattr(inc.stats_, name), getattr(whole.stats_, name), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            getattr(inc.stats_, name), getattr(whole.stats_, name), rtol=1e-12, atol=1e-12
+        )
     np.testing.assert_allclose(inc.cv_errors_, whole.cv_errors_, rtol=rtol)
     np.testing.assert_allclose(inc.fold_errors_, whole.fold_errors_, rtol=rtol)
     np.testing.assert_array_equal(inc.alpha_, whole.alpha_)
@@ -97,7 +101,9 @@ def test_leave_one_series_out_incrementally(rng, fit_intercept, offset, rtol, n_
 
 def test_leave_one_series_out_incrementally_classifier(rng):
     X, _ = _series(rng, LENGTHS)
-    labels = np.array(["a", "b", "c"])[np.argmax(X[:, :3] + 0.5 * rng.standard_normal((X.shape[0], 3)), axis=1)]
+    labels = np.array(["a", "b", "c"])[
+        np.argmax(X[:, :3] + 0.5 * rng.standard_normal((X.shape[0], 3)), axis=1)
+    ]
     w = np.ones(X.shape[0])
     g = np.repeat(ARRIVAL, LENGTHS)
     kw = {"cv": "groups", "class_weight": "balanced"}

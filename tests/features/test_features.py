@@ -32,13 +32,23 @@ from streamridge.features import (
 
 def all_maps():
     """One instance of every map and option (ids for parametrize)."""
-    maps = [RandomHidden(12, activation=a, direct=d, seed=3) for a in ("tanh", "sigmoid", "relu", "rbf") for d in (False, True)]
+    maps = [
+        RandomHidden(12, activation=a, direct=d, seed=3)
+        for a in ("tanh", "sigmoid", "relu", "rbf")
+        for d in (False, True)
+    ]
     maps += [
         EchoStateNetwork(25, leak_rate=0.6, bias_scaling=0.2, spectral_radius=0.95, seed=1),
         EchoStateNetwork(10, sparsity=0.0, input_scaling=0.3),
-        Nystroem(9, kernel="rbf"), Nystroem(9, kernel="laplacian", whiten=False), Nystroem(9, kernel="polynomial", degree=2),
-        Distances(6), Distances(6, metric="sqeuclidean"), Distances(6, metric="cityblock"),
-        Delays(3), Concat([Delays(2), RandomHidden(5)]), Pipeline([Delays(2), RandomHidden(7, direct=True)]),
+        Nystroem(9, kernel="rbf"),
+        Nystroem(9, kernel="laplacian", whiten=False),
+        Nystroem(9, kernel="polynomial", degree=2),
+        Distances(6),
+        Distances(6, metric="sqeuclidean"),
+        Distances(6, metric="cityblock"),
+        Delays(3),
+        Concat([Delays(2), RandomHidden(5)]),
+        Pipeline([Delays(2), RandomHidden(7, direct=True)]),
         Pipeline([Delays(1), Nystroem(5)]),
     ]
     return maps
@@ -86,7 +96,9 @@ def esn_reference(esn, X, g):
         rows = np.flatnonzero(g == s)
         x = np.zeros(esn.n_units)
         for r in rows:
-            x = (1 - esn.leak_rate) * x + esn.leak_rate * np.tanh(esn.w_in_ @ X[r] + esn.bias_ + esn.w_res_ @ x)
+            x = (1 - esn.leak_rate) * x + esn.leak_rate * np.tanh(
+                esn.w_in_ @ X[r] + esn.bias_ + esn.w_res_ @ x
+            )
             out[r] = x
     return out
 
@@ -139,7 +151,11 @@ def test_nystroem_whitened_reproduces_the_kernel(rng):
 
 def test_distances_reference(rng):
     X, R = rng.standard_normal((20, 3)), rng.standard_normal((4, 3))
-    for metric, fn in [("euclidean", lambda d: np.sqrt((d**2).sum(-1))), ("sqeuclidean", lambda d: (d**2).sum(-1)), ("cityblock", lambda d: np.abs(d).sum(-1))]:
+    for metric, fn in [
+        ("euclidean", lambda d: np.sqrt((d**2).sum(-1))),
+        ("sqeuclidean", lambda d: (d**2).sum(-1)),
+        ("cityblock", lambda d: np.abs(d).sum(-1)),
+    ]:
         F = Distances(4, references=R, metric=metric).fit(X).transform(X)
         np.testing.assert_allclose(F, fn(X[:, None, :] - R[None]), atol=1e-12)
 
@@ -184,7 +200,9 @@ def test_sklearn_pipeline(rng):
     y = np.sin(X[:, 0]) + X[:, 1] ** 2
     pipe = make_pipeline(RandomHidden(50, seed=1), Ridge(alpha=1e-3)).fit(X, y)
     rh = RandomHidden(50, seed=1).fit(X)
-    np.testing.assert_allclose(pipe.predict(X), Ridge(alpha=1e-3).fit(rh.transform(X), y).predict(rh.transform(X)))
+    np.testing.assert_allclose(
+        pipe.predict(X), Ridge(alpha=1e-3).fit(rh.transform(X), y).predict(rh.transform(X))
+    )
     assert pipe.score(X, y) > 0.9
 
 
@@ -229,10 +247,19 @@ def test_non_finite_features_are_an_error(rng):
     [
         ({"map": "resevoir"}, "unknown feature map 'resevoir'; maps: random_hidden, esn"),
         ({"map": "esn", "n_unit": 5}, "feature map 'esn' has no parameter 'n_unit'; its parameters: n_units"),
-        ({"map": "esn", "leak_rate": 2.0}, r"feature map 'esn': leak_rate must be a number in \(0, 1\]; got leak_rate=2.0$"),
+        (
+            {"map": "esn", "leak_rate": 2.0},
+            r"feature map 'esn': leak_rate must be a number in \(0, 1\]; got leak_rate=2.0$",
+        ),
         ({"map": "random_hidden", "activation": "gelu"}, "activation must be one of"),
-        ({"map": "nystroem", "n_components": 0}, "feature map 'nystroem': n_components must be an integer >= 1; got n_components=0$"),
-        ({"map": "pipeline", "maps": "esn"}, "feature map 'pipeline': maps must be a non-empty list of map objects; got maps=\"esn\"$"),
+        (
+            {"map": "nystroem", "n_components": 0},
+            "feature map 'nystroem': n_components must be an integer >= 1; got n_components=0$",
+        ),
+        (
+            {"map": "pipeline", "maps": "esn"},
+            "feature map 'pipeline': maps must be a non-empty list of map objects; got maps=\"esn\"$",
+        ),
         ({"n_units": 5}, "'map' key"),
     ],
 )
@@ -242,7 +269,17 @@ def test_bad_parameters(spec, match):
 
 
 def test_features_file_json_and_toml(tmp_path):
-    (tmp_path / "f.json").write_text(json.dumps({"map": "pipeline", "maps": [{"map": "delays", "n_delays": 2}, {"map": "random_hidden", "n_units": 30, "direct": True}]}))
+    (tmp_path / "f.json").write_text(
+        json.dumps(
+            {
+                "map": "pipeline",
+                "maps": [
+                    {"map": "delays", "n_delays": 2},
+                    {"map": "random_hidden", "n_units": 30, "direct": True},
+                ],
+            }
+        )
+    )
     (tmp_path / "f.toml").write_text('map = "esn"\nn_units = 50\nspectral_radius = 0.8\nwashout = 10\n')
     p = read_features_file(tmp_path / "f.json")
     assert isinstance(p, Pipeline) and p.maps[1].n_units == 30
@@ -264,7 +301,9 @@ def test_newer_map_format_is_refused():
 
 def test_width_mismatch(rng):
     fmap = RandomHidden(3).fit(rng.standard_normal((10, 2)))
-    with pytest.raises(InputError, match="X has 3 features, but RandomHidden is expecting 2 features as input"):
+    with pytest.raises(
+        InputError, match="X has 3 features, but RandomHidden is expecting 2 features as input"
+    ):
         fmap.transform(rng.standard_normal((10, 3)))
 
 

@@ -100,7 +100,9 @@ def test_apply_chunks_writes_into_the_given_buffer(rng):
     """``out=`` (as the pass reuses one buffer round after round): the features are views of it, equal to a fresh
     call; a buffer that does not fit is ignored."""
     esn = EchoStateNetwork(8, seed=2).fit(rng.standard_normal((10, 2)))
-    items = [(rng.standard_normal((m, 2)), 0, np.full(m, j), esn.init_state()) for j, m in enumerate([30, 5, 12])]
+    items = [
+        (rng.standard_normal((m, 2)), 0, np.full(m, j), esn.init_state()) for j, m in enumerate([30, 5, 12])
+    ]
     fresh = esn.apply_chunks(items)
     buf = np.full((60, 8), np.nan)
     for (F, _), (F0, _) in zip(esn.apply_chunks(items, out=buf), fresh):

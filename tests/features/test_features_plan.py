@@ -120,7 +120,9 @@ def test_all_folds_places_a_subset_of_series_in_the_pass_folds(series):
     from streamridge.stats.foldstats import FoldStats
 
     full = FoldScheme("logo", 4, group_values=(1, 4, 7, 10))
-    part = FoldStats.zeros(2, 1, 3, 1, {"scheme": FoldScheme("logo", 2, group_values=(4, 10)).to_dict(), "rows_seen": 9})
+    part = FoldStats.zeros(
+        2, 1, 3, 1, {"scheme": FoldScheme("logo", 2, group_values=(4, 10)).to_dict(), "rows_seen": 9}
+    )
     part.weight[:] = part.count[:] = [[2], [5]]
     part.mean_x[:] = np.arange(6).reshape(2, 1, 3)
     part.sxx[:] = 1.5

@@ -18,8 +18,16 @@ def expected_failed_checks(est):
 
 
 @parametrize_with_checks(
-    [RandomHidden(5), RandomHidden(4, activation="rbf", direct=True), EchoStateNetwork(5), Nystroem(3), Distances(2),
-     Delays(2), Concat([RandomHidden(2), Nystroem(2)]), Pipeline([Delays(1), RandomHidden(3)])],
+    [
+        RandomHidden(5),
+        RandomHidden(4, activation="rbf", direct=True),
+        EchoStateNetwork(5),
+        Nystroem(3),
+        Distances(2),
+        Delays(2),
+        Concat([RandomHidden(2), Nystroem(2)]),
+        Pipeline([Delays(1), RandomHidden(3)]),
+    ],
     expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_transformer_checks(estimator, check):

@@ -86,7 +86,9 @@ def test_forms_are_the_same_on_threads_and_serially(rng, monkeypatch, standardiz
     *_, stats = data(rng, K=6)
     calls = []
     real = forms.map_folds
-    monkeypatch.setattr(forms, "map_folds", lambda fn, n, workers=None: calls.append(workers) or real(fn, n, workers=workers))
+    monkeypatch.setattr(
+        forms, "map_folds", lambda fn, n, workers=None: calls.append(workers) or real(fn, n, workers=workers)
+    )
     serial = forms.build_forms(stats, standardize=standardize, balanced=True)
     monkeypatch.setattr(forms, "PARALLEL_FORMS_N", 1)
     threaded = forms.build_forms(stats, standardize=standardize, balanced=True)

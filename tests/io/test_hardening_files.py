@@ -156,7 +156,9 @@ def test_npz_outputs_replace_only_their_own_kind_with_overwrite(tmp_path, store,
 def test_demo_refuses_foreign_outputs_before_any_work(tmp_path, capsys, monkeypatch):
     import streamridge.cli.demo
 
-    monkeypatch.setattr(streamridge.cli.demo, "write_demo", lambda *a, **k: pytest.fail("demo data was written"))
+    monkeypatch.setattr(
+        streamridge.cli.demo, "write_demo", lambda *a, **k: pytest.fail("demo data was written")
+    )
     target = tmp_path / "demo"
     target.mkdir()
     (target / "model.npz").write_text("someone's file")

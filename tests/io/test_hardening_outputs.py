@@ -177,7 +177,9 @@ def test_prediction_and_demo_look_alikes_are_never_replaced(tmp_path, rng, store
     text.write_text(f'{{"{MARKER}": "predictions"}} written by streamridge predict')
     line = error(capsys, "predict", "--model", model, "--data", store, "--out", text, "--overwrite")
     assert "is not a prediction store written by streamridge; it is never replaced" in line
-    monkeypatch.setattr(streamridge.cli.demo, "write_demo", lambda *a, **k: pytest.fail("demo data was written"))
+    monkeypatch.setattr(
+        streamridge.cli.demo, "write_demo", lambda *a, **k: pytest.fail("demo data was written")
+    )
     demo = tmp_path / "demo"
     write_zarr(demo / "narma10.zarr", rng.standard_normal((4, 2)), root_attrs={MARKER: "demo-data"})
     (demo / "narma10.zarr" / "my-notes.txt").write_text("notes")

@@ -408,10 +408,32 @@ def test_cli_fit_with_scoring_shows_the_metric_pass(rng, tmp_path, capsys):
 
     X, Y = regression_data(rng, M=400)
     store = write_zarr(tmp_path / "d.zarr", X, Y[:, 0], chunk_rows=100)
-    assert cli.main(["fit", "--data", str(store), "--scoring", "explained_variance", "--out", str(tmp_path / "m.npz")]) == 0
+    assert (
+        cli.main(
+            ["fit", "--data", str(store), "--scoring", "explained_variance", "--out", str(tmp_path / "m.npz")]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    assert "data pass" in err and "metric pass: 100%" in err and "400/400" in err.split("metric pass: 100%")[1]
-    assert cli.main(["fit", "--data", str(store), "--scoring", "explained_variance", "--out", str(tmp_path / "m.npz"), "--overwrite", "--quiet"]) == 0
+    assert (
+        "data pass" in err and "metric pass: 100%" in err and "400/400" in err.split("metric pass: 100%")[1]
+    )
+    assert (
+        cli.main(
+            [
+                "fit",
+                "--data",
+                str(store),
+                "--scoring",
+                "explained_variance",
+                "--out",
+                str(tmp_path / "m.npz"),
+                "--overwrite",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "metric pass" not in capsys.readouterr().err
 
 

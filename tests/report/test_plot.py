@@ -73,7 +73,9 @@ def test_cv_curve_one_se_band_matches_the_1se_rule(data):
 
 def test_cv_curve_warns_at_the_grid_edge(data):
     X, Y = data
-    m = StreamRidgeCV(cv=3, alphas=[1e3, 1e4, 1e5]).fit(X, Y[:, 0])  # all far too large: minimum at the low edge
+    m = StreamRidgeCV(cv=3, alphas=[1e3, 1e4, 1e5]).fit(
+        X, Y[:, 0]
+    )  # all far too large: minimum at the low edge
     ax = plot.cv_curve(m, _ax())
     assert "low edge" in ax.get_title()
     m2 = StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0])
@@ -105,7 +107,9 @@ def test_selection_path_lines_are_the_path(data, direction):
     assert star.get_ydata()[0] == m.selection_path_["cv_error"][b]
     thr = _line(ax, "1-SE threshold").get_ydata()[0]
     i = int(np.argmin(m.selection_path_["cv_error"]))
-    assert thr == pytest.approx(m.selection_path_["cv_error"][i] + m.selection_path_["std_error"][i], rel=1e-12)
+    assert thr == pytest.approx(
+        m.selection_path_["cv_error"][i] + m.selection_path_["std_error"][i], rel=1e-12
+    )
     # every step after the start is labelled with the feature that entered (+) or left (-)
     sign = "-" if direction == "backward" else "+"
     texts = {t.get_text() for t in ax.texts}
@@ -138,7 +142,9 @@ def test_prefix_curve_reads_prefix_attributes(data):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_class_errors_bars(rng, n_classes):
     X = rng.standard_normal((360, 5))
-    labels = np.array(["a", "b", "c"])[:n_classes][np.argmax(X[:, :n_classes] + 0.5 * rng.standard_normal((360, n_classes)), 1)]
+    labels = np.array(["a", "b", "c"])[:n_classes][
+        np.argmax(X[:, :n_classes] + 0.5 * rng.standard_normal((360, n_classes)), 1)
+    ]
     labels[:40] = "a"  # unbalanced
     m = StreamRidgeClassifierCV(cv=4, alphas=ALPHAS, class_weight="balanced").fit(X, labels)
     ax = plot.class_errors(m, _ax())
@@ -190,7 +196,12 @@ def test_cv_curve_of_a_perfect_fit_uses_a_linear_error_axis(rng):
     ax = plot.cv_curve(m, _ax())
     assert ax.get_yscale() == "linear" and ax.get_xscale() == "log"
     np.testing.assert_array_equal(ax.lines[0].get_ydata(), 0.0)
-    assert plot.cv_curve(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, X[:, 0] + rng.standard_normal(90)), _ax()).get_yscale() == "log"
+    assert (
+        plot.cv_curve(
+            StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, X[:, 0] + rng.standard_normal(90)), _ax()
+        ).get_yscale()
+        == "log"
+    )
 
 
 def test_prefix_curve_of_a_prefix_model(rng, tmp_path):

@@ -14,7 +14,9 @@ from tests.reference import fit_ridge, part_weights
 K = 4
 
 
-def _reference_class_mse(X, labels, n_classes, folds, alpha, *, sw, balanced, standardize, fit_intercept, support):
+def _reference_class_mse(
+    X, labels, n_classes, folds, alpha, *, sw, balanced, standardize, fit_intercept, support
+):
     Y = np.where(labels[:, None] == np.arange(n_classes), 1.0, -1.0)
     if n_classes == 2:
         Y = Y[:, 1:]
@@ -34,8 +36,10 @@ def _reference_class_mse(X, labels, n_classes, folds, alpha, *, sw, balanced, st
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-@pytest.mark.parametrize(("balanced", "standardize", "fit_intercept", "weighted"),
-                         [(True, False, True, False), (True, True, True, True), (False, False, False, True)])
+@pytest.mark.parametrize(
+    ("balanced", "standardize", "fit_intercept", "weighted"),
+    [(True, False, True, False), (True, True, True, True), (False, False, False, True)],
+)
 def test_class_mse_equals_refits(rng, n_classes, balanced, standardize, fit_intercept, weighted):
     M, N = 360, 6
     X = rng.standard_normal((M, N)) * np.array([1, 10, 0.1, 1, 1, 1]) + 1e3
@@ -43,11 +47,26 @@ def test_class_mse_equals_refits(rng, n_classes, balanced, standardize, fit_inte
     labels = rng.choice(n_classes, size=M, p=p / p.sum())
     X[:, 0] += 2 * labels
     sw = rng.uniform(0.2, 2.0, M) if weighted else None
-    est = StreamRidgeClassifierCV(cv=K, alphas=np.logspace(-2, 3, 6), class_weight="balanced" if balanced else None,
-                                  standardize=standardize, fit_intercept=fit_intercept).fit(X, labels, sample_weight=sw)
+    est = StreamRidgeClassifierCV(
+        cv=K,
+        alphas=np.logspace(-2, 3, 6),
+        class_weight="balanced" if balanced else None,
+        standardize=standardize,
+        fit_intercept=fit_intercept,
+    ).fit(X, labels, sample_weight=sw)
     folds = FoldScheme("hash", K, seed=0).assign(0, M)
-    ref = _reference_class_mse(X, labels, n_classes, folds, est.alpha_, sw=sw, balanced=balanced,
-                               standardize=standardize, fit_intercept=fit_intercept, support=np.arange(N))
+    ref = _reference_class_mse(
+        X,
+        labels,
+        n_classes,
+        folds,
+        est.alpha_,
+        sw=sw,
+        balanced=balanced,
+        standardize=standardize,
+        fit_intercept=fit_intercept,
+        support=np.arange(N),
+    )
     np.testing.assert_allclose(class_validation_mse(est), ref, rtol=1e-7)
 
 
@@ -55,12 +74,24 @@ def test_class_mse_on_selected_features_and_from_a_file(rng, tmp_path):
     M = 300
     X = rng.standard_normal((M, 6))
     labels = (X[:, 1] - X[:, 4] + 0.5 * rng.standard_normal(M) > 0).astype(int)
-    est = StreamRidgeClassifierCV(cv=K, alphas=np.logspace(-2, 3, 6), selection="forward", max_features=3).fit(X, labels)
+    est = StreamRidgeClassifierCV(
+        cv=K, alphas=np.logspace(-2, 3, 6), selection="forward", max_features=3
+    ).fit(X, labels)
     support = np.flatnonzero(est.support_)
     assert 0 < support.size < 6  # a strict subset: the refits below use only these features
     folds = FoldScheme("hash", K, seed=0).assign(0, M)
-    ref = _reference_class_mse(X, labels, 2, folds, est.alpha_, sw=None, balanced=False, standardize=False,
-                               fit_intercept=True, support=support)
+    ref = _reference_class_mse(
+        X,
+        labels,
+        2,
+        folds,
+        est.alpha_,
+        sw=None,
+        balanced=False,
+        standardize=False,
+        fit_intercept=True,
+        support=support,
+    )
     np.testing.assert_allclose(class_validation_mse(est), ref, rtol=1e-7)
     # unweighted classes: the class errors add up to the CV error at the chosen lambda
     j = int(np.argmin(np.abs(est.alphas_ - est.alpha_)))

@@ -22,8 +22,15 @@ def screenshot(html_path: str, png_path: str, *, width: int = 1000, height: int 
     """Render ``html_path`` with headless Chromium into ``png_path`` (no network: file:// only)."""
     assert BROWSER is not None
     cmd = [
-        BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-        f"--screenshot={png_path}", f"--window-size={width},{height}", f"file://{html_path}",
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--screenshot={png_path}",
+        f"--window-size={width},{height}",
+        f"file://{html_path}",
     ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 

@@ -60,7 +60,9 @@ class _Doc(HTMLParser):
 def _parse(path) -> _Doc:
     doc = _Doc()
     raw = open(path, encoding="utf-8").read()
-    assert "http://" not in raw and "https://" not in raw and "<script" not in raw  # nothing to fetch: opens offline
+    assert (
+        "http://" not in raw and "https://" not in raw and "<script" not in raw
+    )  # nothing to fetch: opens offline
     doc.feed(raw)
     doc.close()
     for images in doc.sections.values():
@@ -89,7 +91,9 @@ def _report(est, tmp_path, name="m"):
     text = "".join(doc.text)
     a = np.asarray(est.alpha_)
     chosen = f"{float(a):.4g}" if a.ndim == 0 else f"one per target, {a.min():.4g} .. {a.max():.4g}"
-    assert f"Chosen lambda: {chosen} (rule: smallest CV error)" in text  # every report names the chosen lambda
+    assert (
+        f"Chosen lambda: {chosen} (rule: smallest CV error)" in text
+    )  # every report names the chosen lambda
     return doc, model
 
 
@@ -211,7 +215,10 @@ def test_prefix_sizes_and_chosen_size(data):
     star = next(line for line in ax.lines if line.get_label() == "chosen size")
     assert (star.get_xdata()[0], star.get_ydata()[0]) == (3, 4.0)
     sections = {s.key: s for s in build_sections(est, {}, "m.npz")}
-    assert sections["prefix"].png is not None and "<td>3</td><td>4</td><td>chosen</td>" in sections["prefix"].body
+    assert (
+        sections["prefix"].png is not None
+        and "<td>3</td><td>4</td><td>chosen</td>" in sections["prefix"].body
+    )
 
 
 def test_prefix_model_report(rng, tmp_path):
@@ -290,7 +297,9 @@ def test_bad_inputs(data, tmp_path, capsys):
     save_model(est, model)
     out = tmp_path / "r.html"
     (tmp_path / "notes.txt").write_text("hello")
-    _fails(["report", str(tmp_path / "notes.txt"), "--out", str(out)], capsys, "not a readable streamridge model")
+    _fails(
+        ["report", str(tmp_path / "notes.txt"), "--out", str(out)], capsys, "not a readable streamridge model"
+    )
     save_stats(est.stats_, tmp_path / "s.npz")
     _fails(["report", str(tmp_path / "s.npz"), "--out", str(out)], capsys, "not a streamridge model")
     _fails(["report", str(tmp_path / "missing.npz"), "--out", str(out)], capsys, "does not exist")
@@ -333,8 +342,11 @@ def test_missing_matplotlib_writes_nothing(data, tmp_path, capsys, monkeypatch):
     model = tmp_path / "m.npz"
     save_model(StreamRidgeCV(cv=3, alphas=ALPHAS).fit(X, Y[:, 0]), model)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    _fails(["report", str(model), "--out", str(tmp_path / "r.html"), "--png", str(tmp_path / "png")], capsys,
-           'pip install "streamridge[plot]"')
+    _fails(
+        ["report", str(model), "--out", str(tmp_path / "r.html"), "--png", str(tmp_path / "png")],
+        capsys,
+        'pip install "streamridge[plot]"',
+    )
     assert sorted(os.listdir(tmp_path)) == ["m.npz"]
 
 
@@ -377,20 +389,29 @@ def test_existing_outputs_need_overwrite(data, tmp_path, capsys):
     assert main(["report", str(model), "--out", str(out), "--png", str(figs)]) == 0
     first = out.read_bytes()
     _fails(["report", str(model), "--out", str(out)], capsys, "pass --overwrite to replace it")
-    _fails(["report", str(model), "--out", str(tmp_path / "new.html"), "--png", str(figs)], capsys,
-           "lambda.png exists")
+    _fails(
+        ["report", str(model), "--out", str(tmp_path / "new.html"), "--png", str(figs)],
+        capsys,
+        "lambda.png exists",
+    )
     assert not (tmp_path / "new.html").exists()
     capsys.readouterr()
     assert main(["report", str(model), "--out", str(out), "--png", str(figs), "--overwrite"]) == 0
     assert out.read_bytes() == first  # the same model gives the same report
     (tmp_path / "notes.html").write_text("<html>my notes</html>")
-    _fails(["report", str(model), "--out", str(tmp_path / "notes.html"), "--overwrite"], capsys,
-           "is not a report (HTML) written by streamridge")
+    _fails(
+        ["report", str(model), "--out", str(tmp_path / "notes.html"), "--overwrite"],
+        capsys,
+        "is not a report (HTML) written by streamridge",
+    )
     assert (tmp_path / "notes.html").read_text() == "<html>my notes</html>"
     _fails(["report", str(model), "--out", str(model), "--overwrite"], capsys, "is an input of this command")
     _fails(["report", str(model), "--png", str(model)], capsys, "must be a directory")
-    _fails(["report", str(model), "--out", str(tmp_path / "x.html"), "--png", str(tmp_path / "no" / "figs")], capsys,
-           "does not exist")
+    _fails(
+        ["report", str(model), "--out", str(tmp_path / "x.html"), "--png", str(tmp_path / "no" / "figs")],
+        capsys,
+        "does not exist",
+    )
 
 
 # ---------------------------------------------------------------------- info
@@ -419,7 +440,9 @@ def test_feature_map_model_report_and_info(rng, tmp_path, capsys):
 
     X = rng.standard_normal((300, 4))
     y = np.tanh(X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(300)
-    est = StreamRidgeCV(cv=3, alphas=ALPHAS, features=RandomHidden(24, seed=0), feature_prefixes=[8, 24]).fit(X, y)
+    est = StreamRidgeCV(cv=3, alphas=ALPHAS, features=RandomHidden(24, seed=0), feature_prefixes=[8, 24]).fit(
+        X, y
+    )
     assert est.n_features_in_ == 4 and est.coef_.shape == (24,)
     doc, model = _report(est, tmp_path)
     assert _images(doc) == {"lambda": 1, "prefix": 1, "coefficients": 1}

@@ -37,16 +37,22 @@ def test_cv_errors_equal_refits(rng, solver, kind, fit_intercept, standardize, w
     X, y = make_data(rng, kind, T=T)
     M = len(X)
     w = rng.uniform(0.2, 2.0, M) if weighted else None
-    est = StreamRidgeCV(cv=K, fit_intercept=fit_intercept, standardize=standardize, solver=solver, chunk_rows=61)
+    est = StreamRidgeCV(
+        cv=K, fit_intercept=fit_intercept, standardize=standardize, solver=solver, chunk_rows=61
+    )
     est.fit(X, y, sample_weight=w)
     alphas = est.alphas_
-    ref = reference_fold_errors(X, y, folds_of(est, M), alphas, fit_intercept=fit_intercept, standardize=standardize, sample_weight=w)
+    ref = reference_fold_errors(
+        X, y, folds_of(est, M), alphas, fit_intercept=fit_intercept, standardize=standardize, sample_weight=w
+    )
     rtol = 1e-8 if kind == "well" else 1e-6
     np.testing.assert_allclose(est.fold_errors_, ref, rtol=rtol)
     total = ref.sum(axis=(1, 2))
     assert est.alpha_ == alphas[np.argmin(total)]
     predict, _, _ = fit_ridge(X, y.reshape(M, -1), w, est.alpha_, fit_intercept, standardize)
-    np.testing.assert_allclose(est.predict(X), predict(X).reshape(np.shape(y)), rtol=rtol, atol=rtol * np.abs(y).max())
+    np.testing.assert_allclose(
+        est.predict(X), predict(X).reshape(np.shape(y)), rtol=rtol, atol=rtol * np.abs(y).max()
+    )
 
 
 def test_explicit_grid_and_coef_equal_sklearn(rng):
@@ -86,11 +92,22 @@ def test_crrr_equals_weighted_refits(rng, n_classes, standardize):
     Y = np.where(labels[:, None] == np.arange(n_classes), 1.0, -1.0)
     if n_classes == 2:
         Y = Y[:, 1:]
-    ref = reference_fold_errors(X, Y, folds_of(est, M), est.alphas_, standardize=standardize, cls=labels, n_classes=n_classes, balanced=True)
+    ref = reference_fold_errors(
+        X,
+        Y,
+        folds_of(est, M),
+        est.alphas_,
+        standardize=standardize,
+        cls=labels,
+        n_classes=n_classes,
+        balanced=True,
+    )
     np.testing.assert_allclose(est.fold_errors_, ref, rtol=1e-8)
     assert est.alpha_ == est.alphas_[np.argmin(ref.sum(axis=(1, 2)))]
     predict, _, _ = fit_ridge(X, Y, balanced_weights(labels, n_classes), est.alpha_, True, standardize)
-    np.testing.assert_allclose(np.atleast_2d(est.decision_function(X).T).T, predict(X).reshape(M, -1), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        np.atleast_2d(est.decision_function(X).T).T, predict(X).reshape(M, -1), rtol=1e-8, atol=1e-10
+    )
 
 
 def test_ties_go_to_larger_alpha_and_one_se(rng):

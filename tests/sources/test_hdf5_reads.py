@@ -59,7 +59,9 @@ def _readers(path: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_reads_equal_the_stored_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, dtype: str) -> None:
+def test_reads_equal_the_stored_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, dtype: str
+) -> None:
     kw, direct = LAYOUTS[layout]
     data = _data(dtype)
     path = _write(tmp_path / "d.h5", data, kw, unwritten=kw.get("chunks", ()) is not None)
@@ -141,7 +143,14 @@ def test_a_deflated_stream_in_pieces_cut_short_or_too_long_is_an_oserror() -> No
         decode_into(iter(pieces[: len(pieces) // 2]), "zlib", out, 0, len(payload), "0 of f.h5")
     longer = zlib.compress(payload + b"x" * 8)
     with pytest.raises(OSError, match="is corrupted: more than"):
-        decode_into(iter([longer[i : i + 100] for i in range(0, len(longer), 100)]), "zlib", out, 0, len(payload), "0 of f.h5")
+        decode_into(
+            iter([longer[i : i + 100] for i in range(0, len(longer), 100)]),
+            "zlib",
+            out,
+            0,
+            len(payload),
+            "0 of f.h5",
+        )
 
 
 def test_a_truncated_file_is_an_oserror(tmp_path: Path) -> None:
@@ -216,5 +225,7 @@ def test_over_http_each_read_fetches_its_chunks_in_one_call(
     for a, b in RANGES:
         np.testing.assert_array_equal(X.read(a, b), stored["X"][a:b])
         np.testing.assert_array_equal(readers["y"].read(a, b), stored["y"][a:b])
-    assert len(calls) == 2 * len(RANGES) - (0 if layout == "contiguous" else 2)  # (20, 30): a never-written chunk
+    assert len(calls) == 2 * len(RANGES) - (
+        0 if layout == "contiguous" else 2
+    )  # (20, 30): a never-written chunk
     assert max(calls) > 1 or layout == "contiguous"

@@ -21,7 +21,9 @@ class FakeReader:
         self.pools: set[Any] = set()  # the PieceBuffers pieces were taken from
         self.n_pieces = 0
 
-    def pieces(self, a: int, b: int, rows: int, alloc: Callable[[int], np.ndarray] | None = None) -> Iterator[np.ndarray]:
+    def pieces(
+        self, a: int, b: int, rows: int, alloc: Callable[[int], np.ndarray] | None = None
+    ) -> Iterator[np.ndarray]:
         for s in range(a, b, rows):
             n = min(rows, b - s)
             piece = np.empty((n, self.shape[1])) if alloc is None else alloc(n)
@@ -99,7 +101,9 @@ def test_tokens_bound_the_pieces_alive_and_closing_frees_a_waiting_producer() ->
     assert not thread.is_alive() and len(failed) == 1
 
 
-@pytest.mark.parametrize(("ahead", "slots", "group"), [(True, 2, 1), (True, 3, 2), (True, None, 1), (False, None, 2)])
+@pytest.mark.parametrize(
+    ("ahead", "slots", "group"), [(True, 2, 1), (True, 3, 2), (True, None, 1), (False, None, 2)]
+)
 def test_a_stream_of_reused_arrays_hands_every_row_intact(ahead: bool, slots: int | None, group: int) -> None:
     """The consumer reads its group after the decoder had time to run ahead: no piece in use is overwritten."""
     reader = FakeReader(1000, delay=0.002)
@@ -110,13 +114,17 @@ def test_a_stream_of_reused_arrays_hands_every_row_intact(ahead: bool, slots: in
         time.sleep(0.005)  # the decode thread fills what it may meanwhile
         for a, b, s, piece, _extra in grp:
             assert a <= s < b and s + len(piece) <= b
-            assert np.array_equal(piece, np.repeat(np.arange(s, s + len(piece), dtype=np.float64)[:, None], 3, axis=1))
+            assert np.array_equal(
+                piece, np.repeat(np.arange(s, s + len(piece), dtype=np.float64)[:, None], 3, axis=1)
+            )
             seen.append((s, len(piece)))
         del grp, piece  # done with the group's pieces: their arrays may be reused
     assert seen == [(s, min(30, b - s)) for a, b in ranges for s in range(a, b, 30)]
     alive = (slots or 2 + 1 + group) if ahead else group
     (pool,) = reader.pools
-    assert reader.n_pieces == len(seen) == 35 and 1 <= pool.allocated <= alive  # arrays reused, not one per piece
+    assert (
+        reader.n_pieces == len(seen) == 35 and 1 <= pool.allocated <= alive
+    )  # arrays reused, not one per piece
 
 
 def test_a_consumer_that_keeps_pieces_gets_fresh_arrays_not_overwritten_ones() -> None:

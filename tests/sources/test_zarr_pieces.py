@@ -183,7 +183,11 @@ def test_corrupted_chunk_in_a_pass_names_the_partition(tmp_path: Path, how: str,
     ) as info:
         with pytest.warns(UserWarning, match="stored chunks of X"):
             accumulate(
-                src, PassSpec(FoldScheme("hash", 3), None, 1), scheduler=scheduler, memory_budget=2**18, partition_rows=12_000
+                src,
+                PassSpec(FoldScheme("hash", 3), None, 1),
+                scheduler=scheduler,
+                memory_budget=2**18,
+                partition_rows=12_000,
             )
     assert "\n" not in str(info.value)
     assert ("truncated" if how == "truncated" else "more than 576000 bytes") in str(info.value)
@@ -399,7 +403,9 @@ def test_pieces_decode_ahead_only_when_the_pieces_alive_fit_a_chunk(
     seen: list[tuple[bool, Any]] = []
     real = piece_reads.piece_stream
     monkeypatch.setattr(
-        piece_reads, "piece_stream", lambda *a, **kw: seen.append((kw["ahead"], kw["slots"])) or real(*a, **kw)
+        piece_reads,
+        "piece_stream",
+        lambda *a, **kw: seen.append((kw["ahead"], kw["slots"])) or real(*a, **kw),
     )
     plan = Plan(0, 10_007, 10_007, None, 4000, sub_rows, True, lanes)
     kernel = StatsKernel(PassSpec(FoldScheme("group", 3), None, 2), 7)
@@ -443,7 +449,10 @@ def _heavy_cell(sub_rows: int, lanes: int = 1, overlap: bool = True) -> tuple[An
     from streamridge.sources._protocol import RowGrid
 
     X = types.SimpleNamespace(
-        shape=(52_428, 1000), dtype=np.dtype("float64"), grid=lambda: RowGrid(52_428, 52_428), overlap_reads=overlap
+        shape=(52_428, 1000),
+        dtype=np.dtype("float64"),
+        grid=lambda: RowGrid(52_428, 52_428),
+        overlap_reads=overlap,
     )
     return X, Plan(0, 52_428, 52_428, None, 52_428, sub_rows, True, lanes)
 
@@ -456,8 +465,12 @@ def test_pieces_ahead_stay_within_the_read_ahead_budget() -> None:
     assert 4 * 6400 * 8000 > PREFETCH_BYTES >= 2 * 6400 * 8000
     assert ahead_slots(X, plan) == 2  # lean: one piece ahead of the one in use
     assert ahead_slots(X, dataclasses.replace(plan, sub_rows=3000)) == 4  # deep: 4 x 24 MB
-    assert ahead_slots(X, dataclasses.replace(plan, sub_rows=9000)) == 0  # 2 x 72 MB: decoded in the task's thread
-    assert ahead_slots(X, dataclasses.replace(plan, sub_rows=5000, lanes=2)) == 3  # lean with two lanes: 120 MB
+    assert (
+        ahead_slots(X, dataclasses.replace(plan, sub_rows=9000)) == 0
+    )  # 2 x 72 MB: decoded in the task's thread
+    assert (
+        ahead_slots(X, dataclasses.replace(plan, sub_rows=5000, lanes=2)) == 3
+    )  # lean with two lanes: 120 MB
 
 
 def test_large_statistics_decode_whole_unless_pieces_decode_ahead() -> None:
@@ -502,7 +515,8 @@ def test_plan_of_a_heavy_cell_decodes_its_chunk_ahead_in_pieces(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    ("lanes", "ahead", "cell_threads", "alive"), [(1, True, 1, 4), (2, True, 1, 5), (1, True, 2, 4), (1, False, 2, 1), (2, False, 1, 2)]
+    ("lanes", "ahead", "cell_threads", "alive"),
+    [(1, True, 1, 4), (2, True, 1, 5), (1, True, 2, 4), (1, False, 2, 1), (2, False, 1, 2)],
 )
 def test_a_pass_in_pieces_reuses_the_arrays_of_its_pieces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lanes: int, ahead: bool, cell_threads: int, alive: int

@@ -125,7 +125,9 @@ def test_corrupted_chunk_read_directly_is_a_one_line_oserror(tmp_path: Path, lay
         key = tmp_path / "s.zarr" / "X" / ("1.0" if kw.get("zarr_format") == 2 else "c/1/0")
     raw = key.read_bytes()
     key.write_bytes(raw[: len(raw) // 2] if layout != "v3-sharded" else raw[:-40])
-    with pytest.raises(Exception, match=r"(stored chunk|shard) \S*1\S*.* (corrupted|truncated|checksum)") as info:
+    with pytest.raises(
+        Exception, match=r"(stored chunk|shard) \S*1\S*.* (corrupted|truncated|checksum)"
+    ) as info:
         reader.read(0, 60)
     assert "\n" not in str(info.value)
     np.testing.assert_array_equal(reader.read(0, 10), data[:10])  # the other chunks are fine

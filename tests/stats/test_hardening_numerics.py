@@ -326,7 +326,9 @@ def test_cli_overflow_on_process_workers_prints_one_line(rng, tmp_path):
     store = write_zarr(tmp_path / "d.zarr", X, y * 1e200, None, chunk_rows=64)
     model = tmp_path / "m.npz"
     argv = ["fit", "--data", str(store), "--out", str(model), "--quiet", "--scheduler", "processes"]
-    run = subprocess.run([sys.executable, "-m", "streamridge", *argv], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "streamridge", *argv], capture_output=True, text=True, timeout=120
+    )
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and not model.exists()
     assert len(lines) == 1 and re.search("y is too large for float64 statistics", lines[0]), run.stderr

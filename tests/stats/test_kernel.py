@@ -48,9 +48,14 @@ def run(X, Y, cells, w, n_cells, block, threads=1):
         pool = cf.ThreadPoolExecutor(threads - 1)
         acc.use_threads(pool, threads)
     for s in range(0, X.shape[0], block):
-        acc.add(X[s : s + block], Y[s : s + block], cells[s : s + block], None if w is None else w[s : s + block])
+        acc.add(
+            X[s : s + block], Y[s : s + block], cells[s : s + block], None if w is None else w[s : s + block]
+        )
     r = acc.result(n_cells, 1)
-    return {k: np.asarray(getattr(r, k))[:, 0] for k in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")}
+    return {
+        k: np.asarray(getattr(r, k))[:, 0]
+        for k in ("weight", "count", "mean_x", "mean_y", "sxx", "sxy", "syy")
+    }
 
 
 def rel(a, b):
@@ -99,7 +104,9 @@ def test_kernel_equals_reference(monkeypatch, kind, layout, weighted, dtype):
     ref = reference(X.astype(np.float64), Y, cells, w, n_cells)
     shared = run(X, Y, cells, w, n_cells, block=997, threads=3)  # threads taking the cells of each sub-block
     for k in got:
-        assert np.array_equal(shared[k], got[k]), k  # bit for bit: each cell's rows are added in the same order
+        assert np.array_equal(shared[k], got[k]), (
+            k
+        )  # bit for bit: each cell's rows are added in the same order
     assert np.array_equal(got["count"], ref["count"])
     np.testing.assert_allclose(got["weight"], ref["weight"], rtol=1e-13)
     for k in ("mean_x", "mean_y"):

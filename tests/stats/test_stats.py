@@ -53,7 +53,12 @@ def test_chunk_size_invariance(rng, chunk_rows, weighted):
     scheme = FoldScheme("hash", K, seed=3)
     spec = PassSpec(scheme, None, T)
     rows = 1 if chunk_rows == 1 else chunk_rows
-    src = dask_source(X[: 300 if rows == 1 else M], Y[: 300 if rows == 1 else M], sample_weight=None if w is None else w[: 300 if rows == 1 else M], chunk_rows=rows)
+    src = dask_source(
+        X[: 300 if rows == 1 else M],
+        Y[: 300 if rows == 1 else M],
+        sample_weight=None if w is None else w[: 300 if rows == 1 else M],
+        chunk_rows=rows,
+    )
     m = src.X.shape[0]
     got = accumulate(src, spec, scheduler="sync" if rows == 1 else None)
     ref = direct_stats(X[:m], Y[:m], scheme.assign(0, m), K, None if w is None else w[:m])
@@ -119,7 +124,9 @@ def test_merge_names_what_differs_by_path(rng):
     c = a.copy()
     a.meta["scheme"] = FoldScheme("hash", 2, seed=0).to_dict()
     c.meta["scheme"] = FoldScheme("hash", 2, seed=3).to_dict()
-    with pytest.raises(IncompatibleStatsError, match=r"^statistics differ in scheme: seed 0 vs 3; only statistics"):
+    with pytest.raises(
+        IncompatibleStatsError, match=r"^statistics differ in scheme: seed 0 vs 3; only statistics"
+    ):
         merge(a, c)
     from streamridge.stats.json_diff import describe_difference
 
@@ -138,7 +145,9 @@ def test_merge_names_what_differs_by_path(rng):
 
 
 def test_save_load_roundtrip_without_pickle(rng, tmp_path):
-    s = from_chunk(rng.standard_normal((30, 3)), rng.standard_normal((30, 2)), rng.integers(0, 3, 30), None, 3, 1)
+    s = from_chunk(
+        rng.standard_normal((30, 3)), rng.standard_normal((30, 2)), rng.integers(0, 3, 30), None, 3, 1
+    )
     s.meta["scheme"] = FoldScheme("hash", 3, seed=7).to_dict()
     p = tmp_path / "s.npz"
     save_stats(s, p)
@@ -172,7 +181,10 @@ def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
 
     rng = np.random.default_rng(0)
     n_cells, N = 200, 50
-    blocks = [(rng.standard_normal((1000, N)), rng.standard_normal((1000, 1)), rng.integers(0, n_cells, 1000)) for _ in range(20)]
+    blocks = [
+        (rng.standard_normal((1000, N)), rng.standard_normal((1000, 1)), rng.integers(0, n_cells, 1000))
+        for _ in range(20)
+    ]
     acc = CellAccumulator(n_cells, N, 1)
     tracemalloc.start()
     try:
@@ -191,7 +203,9 @@ def test_kernel_accumulates_in_place_without_cell_sized_temporaries() -> None:
         np.testing.assert_allclose(out.sxx[c, 0], Xc.T @ Xc, rtol=1e-12, atol=1e-10)
 
 
-@pytest.mark.parametrize("shape", [(3, 2, 7, 7), (2, 1, 300, 4), (1, 1, 1, 1), (40, 1, 5, 5), (2, 3, 130, 130)])
+@pytest.mark.parametrize(
+    "shape", [(3, 2, 7, 7), (2, 1, 300, 4), (1, 1, 1, 1), (40, 1, 5, 5), (2, 3, 130, 130)]
+)
 @pytest.mark.parametrize("piece", [8, 512, 2**20])
 def test_merge_outer_term_in_pieces_has_the_bits_of_the_broadcast(shape, piece):
     """merge() adds n_a n_b / n * delta delta' in cache-sized pieces: bit for bit the one-line broadcast,
