@@ -61,20 +61,20 @@ def band_columns(n_in: int) -> dict[str, np.ndarray]:
 
 
 def plot(r2: np.ndarray, names: list[str], path: str) -> None:
-    """Per-band R² of every voxel: one panel per band against the best band's, sorted by the total."""
+    """Per-band R² of every voxel, stacked: voxels grouped by the band of the largest R², sorted by the total."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order = np.argsort(r2.sum(axis=0))
+    order = np.lexsort((r2.sum(axis=0), r2.argmax(axis=0)))
     fig, ax = plt.subplots(figsize=(8, 4))
     bottom = np.zeros(order.size)
     for b, name in enumerate(names):
         part = np.clip(r2[b, order], 0, None)
         ax.bar(np.arange(order.size), part, bottom=bottom, width=1.0, label=name)
         bottom += part
-    ax.set_xlabel("voxel (sorted by the model's R² on held-out runs)")
+    ax.set_xlabel("voxel (grouped by the band of the largest R², sorted by the model's R² on held-out runs)")
     ax.set_ylabel("R² split by feature space")
     ax.legend()
     fig.tight_layout()
