@@ -72,10 +72,17 @@ class CandidatesKernel:
         row_start: int,
         drop: Any = None,
     ) -> None:
-        """Candidate g's columns of the features of rows ``row_start ..`` into its accumulator (a C-contiguous copy)."""
+        """Candidate g's features of rows ``row_start ..`` into its accumulator.
+
+        ``F`` is the candidates' :class:`~streamridge.features._candidates.CandidateFeatures` (each
+        candidate's own array, taken as it is; a part that is None is skipped) or one array of
+        their columns side by side (each candidate's columns copied C-contiguous).
+        """
+        parts = getattr(F, "parts", None)
         for g, (kernel, a) in enumerate(zip(self.kernels, acc)):
-            Fg = np.ascontiguousarray(F[:, self.offsets[g] : self.offsets[g + 1]])
-            kernel.add(a, Fg, y, groups, weights, row_start, drop)
+            Fg = F[:, self.offsets[g] : self.offsets[g + 1]] if parts is None else parts[g]
+            if Fg is not None:  # a lane's pieces come candidate after candidate, each with its part only
+                kernel.add(a, np.ascontiguousarray(Fg), y, groups, weights, row_start, drop)
 
     def finish(self, acc: list[Any]) -> list[Any]:
         """Every candidate's task result."""

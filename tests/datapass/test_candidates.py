@@ -100,3 +100,49 @@ def test_each_stored_chunk_read_once_for_all_candidates(data, monkeypatch):
     assert many == one  # the same reads for 4 candidates as for 1
     assert len(many) == 16  # the 16 chunks of 53 rows cut at the 6 series
     assert sum(b - a for a, b in many) == X.shape[0]  # every row read once
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+@pytest.mark.parametrize("group_bytes", [None, 8 * 20 * 6 * 30])
+def test_candidates_of_unequal_widths_in_slices_equal_their_own_passes(data, scheduler, group_bytes, monkeypatch):
+    """Reservoirs of 8, 12 and 20 units, and a round's rows cut into slices of 30 rows (set by the widest
+    candidate, 20 features x 6 lanes): every candidate, mapped and added slice by slice one candidate
+    after the other, has the statistics of its own pass (whose slices are cut by its own width: 1e-12)."""
+    from streamridge.datapass import lane_task
+
+    if group_bytes is not None:
+        monkeypatch.setattr(lane_task, "GROUP_BYTES", group_bytes)
+    X, y, g = data
+    maps = EchoStateNetwork.grid(n_units=[8, 12, 20], leak_rate=[0.3, 1.0], washout=5, seed=3)
+    ref, spec = single_passes(maps, X, y, g, scheduler)
+    got = candidates_pass(maps, spec, X, y, g, scheduler)
+    for a, b in zip(got, ref):
+        assert a.n_features == b.n_features
+        np.testing.assert_array_equal(a.count, b.count)
+        for name in STATS:
+            x, z = getattr(a, name), getattr(b, name)
+            assert np.abs(x - z).max() <= 1e-12 * np.abs(z).max(), name
+
+
+def test_lane_slices_are_sized_by_the_widest_candidate_not_all_together(data, monkeypatch):
+    """With 4 candidates of 12 units the slices of a round are those of one candidate of 12 units: the
+    pass's feature buffer holds one candidate's features, never the 4 side by side."""
+    from streamridge.datapass import lane_task
+
+    X, y, g = data
+    maps = grids()["esn"]
+    _, spec = single_passes(maps[:1], X, y, g, "sync")
+    fitted = [fit_map(m, X, g) for m in maps]
+    monkeypatch.setattr(lane_task, "GROUP_BYTES", 8 * 12 * 6 * 10)  # 10 rows of 6 lanes of 12 features
+    widths = []
+    original = EchoStateNetwork.apply_chunks
+
+    def recording(self, items, *, out=None):
+        widths.append(sum(int(X.shape[0]) for X, *_ in items))
+        return original(self, items, out=out)
+
+    monkeypatch.setattr(EchoStateNetwork, "apply_chunks", recording)
+    src = open_source(X, y=y, groups=g, chunk_rows=CHUNK)
+    accumulate(src, dataclasses.replace(spec, features=fitted_candidates(fitted, X.shape[1])), scheduler="sync")
+    assert max(widths) == 60  # 10 rows of each of 6 lanes, per candidate (not 10 / 4 rows)
+    assert len(widths) % 4 == 0
