@@ -17,7 +17,9 @@ the result for a given layout does not depend on the scheduler or the worker cou
 checkpoint it saves the tree's partials (and the lanes' progress) and resumes bit for bit
 (:mod:`streamridge.datapass.checkpoint`).  :func:`iter_pass` yields the tasks' results in
 row order instead (``predict`` writes them as they come).  :func:`accumulate` is the
-statistics pass.
+statistics pass; where its statistics are large (many targets) it runs one partition whose
+statistics are one running total, shared by the cores by cells (:func:`single_total`), so it
+holds one copy of them, not the tree's.
 
 The kernel protocol
 -------------------

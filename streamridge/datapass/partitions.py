@@ -23,6 +23,10 @@ decoded by two partitions either; only when the arrays' chunkings have no
 common boundary within 16 partition targets does a partition boundary fall
 inside a stored chunk of the 1-D arrays (read by both neighbours).
 
+Statistics of at least ``SINGLE_TOTAL_BYTES`` (many targets) are planned as one
+partition instead (:func:`single_total_plan`): one running total, one copy of the
+statistics, and read blocks sized by the rows of X and y together.
+
 Plans are O(1) in memory for regular grids (a step, not a list), so an array
 declaring 1e12 rows costs nothing to plan.
 """
@@ -62,6 +66,10 @@ ALIGN_SLACK = 16  # common boundaries further apart than this many targets are n
 SHARE_CELLS_MIN_FEATURES = 100
 READ_BOUND_FLOPS = 64
 READ_BOUND_CELLS = 16
+# rows per cell of a sub-block of one running total (single_total_plan), at the least: its rank-k updates of
+# N x T for every tile ran at 34 GFLOP/s with 32 rows per cell, 41.5 with 100, 43.6 with 256 (N = 1024, T =
+# 10,000, 5 cells, one thread), and the read block they are cut from grows with T
+SINGLE_TOTAL_CELL_ROWS = 100
 
 
 class LargeChunkWarning(UserWarning):
@@ -155,7 +163,7 @@ def plan_pass(
     stats_bytes : int
         Bytes of one partition's statistics.
     memory_budget : int
-        Bytes a task may use: statistics (4 copies while merging) + a read block.
+        Bytes a task may use: statistics (4 copies while merging; one as one running total) + a read block.
     partition_rows : int or None
         Rows per partition asked for (rounded to whole stored chunks); None
         chooses about ``PARTITION_BYTES`` of X, and at least ``ROWS_PER_CELL``
@@ -173,7 +181,9 @@ def plan_pass(
         If the budget cannot hold the statistics themselves.
     """
     if single_total and stats_bytes >= SINGLE_TOTAL_BYTES:
-        return single_total_plan(readers, lo, hi, n_cells=n_cells, stats_bytes=stats_bytes, memory_budget=memory_budget)
+        return single_total_plan(
+            readers, lo, hi, n_cells=n_cells, stats_bytes=stats_bytes, memory_budget=memory_budget
+        )
     X = readers["X"]
     N = int(np.prod(X.shape[1:], dtype=np.int64))
     row64 = 8 * max(N, 1)
@@ -254,6 +264,11 @@ def single_total_plan(
             f"{_mb(stats_bytes + 4 * row64 + 2**20)} or use fewer features, targets, folds or classes"
         )
     read_rows, sub_rows = _read_sizes(X, row64, memory_budget - stats_bytes, n_cells, what="X and y")
+    least = SINGLE_TOTAL_CELL_ROWS * n_cells
+    if sub_rows < least:  # rows enough per cell for efficient rank-k updates
+        grid = X.grid()
+        unit = grid.unit if grid.regular else 1
+        read_rows = sub_rows = max(read_rows, -(-least // unit) * unit)
     stored = N * np.dtype(X.dtype).itemsize + (0 if y is None else T * np.dtype(y.dtype).itemsize)
     remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
     prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * read_rows * stored <= min(
@@ -261,8 +276,17 @@ def single_total_plan(
     )
     step = max(1, hi)  # one partition
     return Plan(
-        lo, hi, step, None, read_rows, sub_rows, prefetch, pieces=False, remote=remote,
-        share_cells=n_cells, single_total=True,
+        lo,
+        hi,
+        step,
+        None,
+        read_rows,
+        sub_rows,
+        prefetch,
+        pieces=False,
+        remote=remote,
+        share_cells=n_cells,
+        single_total=True,
     )
 
 

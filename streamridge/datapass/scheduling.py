@@ -136,7 +136,15 @@ def runs_here(spec: Any) -> bool:
     if spec is None or isinstance(spec, StartingCluster):
         return True
     if isinstance(spec, str):
-        names = ("threads", "threading", "sync", "synchronous", "single-threaded", "processes", "multiprocessing")
+        names = (
+            "threads",
+            "threading",
+            "sync",
+            "synchronous",
+            "single-threaded",
+            "processes",
+            "multiprocessing",
+        )
         return spec in names or spec.startswith("local")
     return False
 

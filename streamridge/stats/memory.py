@@ -20,10 +20,11 @@ def available_memory() -> int | None:
 
 
 #: statistics of at least this many bytes (one copy) are accumulated into one running total
-#: (``single_total``): the pass holds one copy and a working set of read blocks and tiles, not the
-#: copies of the merge tree.  Below it, partitions on every core are faster: at 5 x 1 cells, N = 256,
-#: T = 4,000 (44 MB) on 2 threads the tree took 1.43 s with 8 partitions, one total 1.6 s
-#: (scripts/bench_banded.py --many measures the large case).
+#: (``single_total``): the pass then holds one copy and a working set of read blocks and tiles instead
+#: of the merge tree's 6-9 copies (1.5-2.3 GB at this size).  Below it the partitions keep their
+#: layout (and the bits of their statistics); one total was not slower where measured (5 x 1 cells,
+#: N = 256, T = 4,000, 44 MB, 16,000 rows of zarr: 1.2 s against 1.4-2.6 s on sync, 0.9-1.3 s against
+#: 1.4-2.4 s on 2 threads).
 SINGLE_TOTAL_BYTES = 256 * 2**20
 
 
@@ -33,8 +34,10 @@ def pass_copies(n_chunks: int, stats_bytes: int = 0, *, single_total: bool = Fal
     With ``single_total`` and statistics of at least :data:`SINGLE_TOTAL_BYTES`
     (``stats_bytes``, one copy), one: every row is added into one running
     total, in row order, whatever the number of chunks or threads (measured: 5
-    x 1 cells, N = 256, T = 4,000, 4 or 32 chunks: peak RSS growth 1.2-1.3
-    copies on sync and on 2 threads, the rest read blocks and tiles).
+    x 1 cells, N = 256, T = 4,000, 44 MB per copy, 16,000 rows of zarr in 1, 8
+    or 32 partitions asked for: peak RSS growth 1.83 copies on sync, 2.08 on 2
+    threads, against 5.7-9.3 for the tree; the rest is read blocks and tiles,
+    a fixed working set of rows of X and y).
     Otherwise the merge tree's: the zero-initialised total, one chunk's result,
     one merge output, and the partial results of the binary merge tree
     (``floor(log2(n_chunks))``); more chunks in flight on a pool add more.
