@@ -282,7 +282,7 @@ def single_total(scheduler: Any, checkpoint: Any) -> bool:
     """Whether a statistics pass adds statistics of at least ``SINGLE_TOTAL_BYTES`` into one running total.
 
     On this machine's cores without a checkpoint: the pass then holds one copy of
-    its statistics (:func:`streamridge.datapass.partitions.single_total_plan`).  A
+    its statistics (:func:`streamridge.datapass.single_total.single_total_plan`).  A
     cluster elsewhere keeps its partitions (merged on its workers, one result
     fetched), and so does a checkpointed pass (saved after each partition).
     """

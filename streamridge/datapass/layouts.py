@@ -18,10 +18,10 @@ from streamridge.datapass import partition_task
 from streamridge.datapass.partitions import (
     SUB_BLOCK_BYTES,
     LargeChunkWarning,
-    plan_pass,
     streams_pieces,
     task_plan,
 )
+from streamridge.datapass.single_total import plan_statistics
 from streamridge.sources import ROLES
 
 
@@ -50,7 +50,7 @@ class Partitions:
         (:class:`~streamridge.datapass.partitions.LargeChunkWarning`).
     single_total : bool
         Statistics of at least ``SINGLE_TOTAL_BYTES`` are one running total of one partition
-        (:func:`~streamridge.datapass.partitions.single_total_plan`; ``rows`` is then not used).
+        (:func:`~streamridge.datapass.single_total.single_total_plan`; ``rows`` is then not used).
     """
 
     rows: int | None = None
@@ -305,11 +305,11 @@ def plan_source(
     partition_rows : int or None
         Rows per partition asked for; None: chosen by the planner.
     single_total : bool
-        Large statistics are one running total (:func:`~streamridge.datapass.partitions.plan_pass`).
+        Large statistics are one running total (:func:`~streamridge.datapass.single_total.plan_statistics`).
     """
     readers, lo = _readers_of(source)
     hi = lo + x_shape(source)[0]
-    plan = plan_pass(
+    plan = plan_statistics(
         readers,
         lo,
         hi,

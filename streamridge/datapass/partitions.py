@@ -24,7 +24,7 @@ common boundary within 16 partition targets does a partition boundary fall
 inside a stored chunk of the 1-D arrays (read by both neighbours).
 
 Statistics of at least ``SINGLE_TOTAL_BYTES`` (many targets) are planned as one
-partition instead (:func:`single_total_plan`): one running total, one copy of the
+partition instead (:func:`~streamridge.datapass.single_total.single_total_plan`): one running total, one copy of the
 statistics, and read blocks sized by the rows of X and y together.
 
 Plans are O(1) in memory for regular grids (a step, not a list), so an array
@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 from streamridge.errors import InputError
-from streamridge.stats.memory import SINGLE_TOTAL_BYTES
 
 PARTITION_BYTES = 64 * 2**20  # target input bytes of X per partition
 READ_BYTES = 32 * 2**20  # float64 bytes of X per read block (whole stored chunks; at least one)
@@ -66,10 +65,6 @@ ALIGN_SLACK = 16  # common boundaries further apart than this many targets are n
 SHARE_CELLS_MIN_FEATURES = 100
 READ_BOUND_FLOPS = 64
 READ_BOUND_CELLS = 16
-# rows per cell of a sub-block of one running total (single_total_plan), at the least: its rank-k updates of
-# N x T for every tile ran at 34 GFLOP/s with 32 rows per cell, 41.5 with 100, 43.6 with 256 (N = 1024, T =
-# 10,000, 5 cells, one thread), and the read block they are cut from grows with T
-SINGLE_TOTAL_CELL_ROWS = 100
 
 
 class LargeChunkWarning(UserWarning):
@@ -99,7 +94,7 @@ class Plan:
     how many a task uses (set by :func:`task_plan` where cores would idle;
     the statistics are bit-identical for any number).  ``single_total``: one
     partition of all the rows, its statistics one running total that the
-    pass's cores share by cells (see :func:`single_total_plan`).
+    pass's cores share by cells (see :func:`~streamridge.datapass.single_total.single_total_plan`).
     """
 
     lo: int
@@ -150,7 +145,6 @@ def plan_pass(
     memory_budget: int,
     partition_rows: int | None = None,
     pieces: bool = True,
-    single_total: bool = False,
 ) -> Plan:
     """Plan the partitions of reader rows ``[lo, hi)``.
 
@@ -171,30 +165,23 @@ def plan_pass(
     pieces : bool
         Whether large stored chunks may be decoded in pieces (``Plan.pieces``;
         False plans as before pieces existed, e.g. for a read baseline).
-    single_total : bool
-        Statistics of at least ``SINGLE_TOTAL_BYTES`` go into one running total
-        (:func:`single_total_plan`); ``partition_rows`` is then not used.
 
     Raises
     ------
     InputError
         If the budget cannot hold the statistics themselves.
     """
-    if single_total and stats_bytes >= SINGLE_TOTAL_BYTES:
-        return single_total_plan(
-            readers, lo, hi, n_cells=n_cells, stats_bytes=stats_bytes, memory_budget=memory_budget
-        )
     X = readers["X"]
     N = int(np.prod(X.shape[1:], dtype=np.int64))
     row64 = 8 * max(N, 1)
     need = 4 * stats_bytes
     if memory_budget < need + 4 * row64:
         raise InputError(
-            f"the statistics need {_mb(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
-            f"merging) but the memory budget is {_mb(memory_budget)}; raise memory_budget to at least "
-            f"{_mb(need + 2**20)} or use fewer features, folds or classes"
+            f"the statistics need {mb_text(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
+            f"merging) but the memory budget is {mb_text(memory_budget)}; raise memory_budget to at least "
+            f"{mb_text(need + 2**20)} or use fewer features, folds or classes"
         )
-    read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
+    read_rows, sub_rows = read_sizes(X, row64, memory_budget - need, n_cells)
     block = read_rows * N * np.dtype(X.dtype).itemsize  # decoded bytes of one read block
     remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
     prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * block <= min(
@@ -232,62 +219,6 @@ def plan_pass(
     if not plan.prefetch and getattr(X, "overlap_reads", False) and ahead_slots(X, plan):
         plan = dataclasses.replace(plan, prefetch=True)  # reading ahead holds a few sub-blocks, not a block
     return dataclasses.replace(plan, read_bound=narrow)
-
-
-def single_total_plan(
-    readers: dict[str, Any], lo: int, hi: int, *, n_cells: int, stats_bytes: int, memory_budget: int
-) -> Plan:
-    """One partition of rows ``[lo, hi)`` whose statistics are one running total, shared by cells.
-
-    Partitions each hold a copy of the statistics, and their merge tree a few
-    more (:func:`streamridge.stats.memory.pass_copies`); where the statistics
-    are large (many targets: ``K x N x T``), the pass instead adds every row
-    into one accumulator, in row order, its cores sharing the cells of every
-    sub-block (:func:`task_plan`; bit for bit the statistics of one thread).
-    The task then holds one copy of the statistics, a tile per thread and a
-    read block of X and y (two when reading ahead), sized by the width of both
-    arrays: the targets' part of a row is the larger one there.
-
-    Raises
-    ------
-    InputError
-        If the budget cannot hold one copy of the statistics and a row.
-    """
-    X, y = readers["X"], readers.get("y")
-    N = int(np.prod(X.shape[1:], dtype=np.int64))
-    T = 0 if y is None else int(np.prod(y.shape[1:], dtype=np.int64))
-    row64 = 8 * max(N + T, 1)  # X and y as float64
-    if memory_budget < stats_bytes + 4 * row64:
-        raise InputError(
-            f"the statistics need {_mb(stats_bytes)} (folds x classes x N x (N + T) x 8 bytes, one running "
-            f"total) but the memory budget is {_mb(memory_budget)}; raise memory_budget to at least "
-            f"{_mb(stats_bytes + 4 * row64 + 2**20)} or use fewer features, targets, folds or classes"
-        )
-    read_rows, sub_rows = _read_sizes(X, row64, memory_budget - stats_bytes, n_cells, what="X and y")
-    least = SINGLE_TOTAL_CELL_ROWS * n_cells
-    if sub_rows < least:  # rows enough per cell for efficient rank-k updates
-        grid = X.grid()
-        unit = grid.unit if grid.regular else 1
-        read_rows = sub_rows = max(read_rows, -(-least // unit) * unit)
-    stored = N * np.dtype(X.dtype).itemsize + (0 if y is None else T * np.dtype(y.dtype).itemsize)
-    remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
-    prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * read_rows * stored <= min(
-        PREFETCH_BYTES, (memory_budget - stats_bytes) // 4
-    )
-    step = max(1, hi)  # one partition
-    return Plan(
-        lo,
-        hi,
-        step,
-        None,
-        read_rows,
-        sub_rows,
-        prefetch,
-        pieces=False,
-        remote=remote,
-        share_cells=n_cells,
-        single_total=True,
-    )
 
 
 def _worth_two_lanes(rows: int, row_bytes: int, stats_bytes: int) -> bool:
@@ -386,7 +317,7 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     return out
 
 
-def _read_sizes(X: Any, row64: int, budget: int, n_cells: int, *, what: str = "X") -> tuple[int, int]:
+def read_sizes(X: Any, row64: int, budget: int, n_cells: int, *, what: str = "X") -> tuple[int, int]:
     """Rows of X per read (whole stored read units) and per kernel call.
 
     A read block is at most ``READ_BYTES`` (as float64) and a quarter of the
@@ -401,8 +332,8 @@ def _read_sizes(X: Any, row64: int, budget: int, n_cells: int, *, what: str = "X
     chunk = grid.read_step or grid.max_chunk_rows()
     if chunk * row64 > read_budget and chunk > 1:
         warnings.warn(
-            f"stored chunks of {what} hold {chunk} rows ({_mb(chunk * row64)} as float64), more than the read "
-            f"budget of {_mb(read_budget)}; each is read once and processed in sub-blocks",
+            f"stored chunks of {what} hold {chunk} rows ({mb_text(chunk * row64)} as float64), more than the read "
+            f"budget of {mb_text(read_budget)}; each is read once and processed in sub-blocks",
             LargeChunkWarning,
             stacklevel=4,
         )
@@ -497,7 +428,7 @@ def _boundaries(grid: Any, lo: int, hi: int) -> np.ndarray:
     return np.unique(np.concatenate([[lo, hi], b[(b > lo) & (b < hi)]]))
 
 
-def _mb(n: float) -> str:
+def mb_text(n: float) -> str:
     return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import streamridge as sr
-import streamridge.datapass.partitions as partitions
+import streamridge.datapass.single_total as single_total_module
 from streamridge.datapass.driver import PassReport, accumulate, single_total
-from streamridge.datapass.partitions import plan_pass, task_plan
+from streamridge.datapass.partitions import task_plan
 from streamridge.datapass.scheduling import Scheduler
+from streamridge.datapass.single_total import plan_statistics
 from streamridge.datapass.spec import PassSpec
 from streamridge.errors import InputError
 from streamridge.folds.schemes import FoldScheme
@@ -25,7 +26,7 @@ M, N, T = 3000, 24, 40
 def one_total(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     """Statistics of any size go into one running total (``on``), or none do."""
     limit = 0 if on else 2**62
-    monkeypatch.setattr(partitions, "SINGLE_TOTAL_BYTES", limit)
+    monkeypatch.setattr(single_total_module, "SINGLE_TOTAL_BYTES", limit)
     monkeypatch.setattr(memory, "SINGLE_TOTAL_BYTES", limit)
 
 
@@ -187,7 +188,7 @@ def test_one_total_plan_shares_the_cells_among_the_cores() -> None:
     src = open_source(X, y=Y, chunk_rows=500)
     readers, lo = src.pass_readers()
     stats = 8 * 5 * (1024 * 1024 + 1024 * 25_000 + 1024 + 2 * 25_000 + 2)
-    plan = plan_pass(
+    plan = plan_statistics(
         readers, lo, lo + 20_000, n_cells=5, stats_bytes=stats, memory_budget=2**33, single_total=True
     )
     assert (len(plan), plan.rows(0), plan.single_total, plan.share_cells) == (1, (0, 20_000), True, 5)
@@ -195,7 +196,7 @@ def test_one_total_plan_shares_the_cells_among_the_cores() -> None:
     threads = task_plan(plan, 0, 0, 1, 4, local=True)
     assert threads.cell_threads == 4
     assert task_plan(plan, 0, 0, 1, 1).cell_threads == 1
-    tree = plan_pass(
+    tree = plan_statistics(
         readers, lo, lo + 20_000, n_cells=5, stats_bytes=10**6, memory_budget=2**33, single_total=True
     )
     assert not tree.single_total
