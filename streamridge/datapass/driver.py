@@ -17,7 +17,9 @@ the result for a given layout does not depend on the scheduler or the worker cou
 checkpoint it saves the tree's partials (and the lanes' progress) and resumes bit for bit
 (:mod:`streamridge.datapass.checkpoint`).  :func:`iter_pass` yields the tasks' results in
 row order instead (``predict`` writes them as they come).  :func:`accumulate` is the
-statistics pass.
+statistics pass; where its statistics are large (many targets) it runs one partition whose
+statistics are one running total, shared by the cores by cells (:func:`single_total`), so it
+holds one copy of them, not the tree's.
 
 The kernel protocol
 -------------------
@@ -55,7 +57,7 @@ from typing import Any
 from streamridge.datapass import executors
 from streamridge.datapass.candidates import candidate_stats_kernel, is_candidates
 from streamridge.datapass.layouts import Lanes, Partitions, pass_layout, plan_tasks, x_shape
-from streamridge.datapass.scheduling import describe, open_scheduler, pass_session
+from streamridge.datapass.scheduling import describe, open_scheduler, pass_session, runs_here
 from streamridge.datapass.spec import PassSpec
 from streamridge.datapass.stats_kernel import StatsKernel
 from streamridge.errors import ParameterError, SchedulerError, SourceError
@@ -246,7 +248,13 @@ def accumulate(
             "a checkpoint holds the statistics of one feature map; fit candidate maps without checkpoint"
         )
     kernel = candidate_stats_kernel(spec) if candidates else StatsKernel(spec, width)
-    layout = pass_layout(spec, partition_rows=partition_rows, memory_budget=memory_budget, statistics=True)
+    layout = pass_layout(
+        spec,
+        partition_rows=partition_rows,
+        memory_budget=memory_budget,
+        statistics=True,
+        single_total=single_total(scheduler, checkpoint),
+    )
     result = run_pass(
         source,
         kernel,
@@ -268,6 +276,17 @@ def accumulate(
         stats.meta.pop("checkpoint", None)
         stats.meta["rows_seen"] = row_offset + x_shape(source)[0]
     return result  # type: ignore[no-any-return]
+
+
+def single_total(scheduler: Any, checkpoint: Any) -> bool:
+    """Whether a statistics pass adds statistics of at least ``SINGLE_TOTAL_BYTES`` into one running total.
+
+    On this machine's cores without a checkpoint: the pass then holds one copy of
+    its statistics (:func:`streamridge.datapass.single_total.single_total_plan`).  A
+    cluster elsewhere keeps its partitions (merged on its workers, one result
+    fetched), and so does a checkpointed pass (saved after each partition).
+    """
+    return checkpoint is None and runs_here(scheduler)
 
 
 def _width(source: Any, spec: PassSpec) -> int:

@@ -18,10 +18,10 @@ from streamridge.datapass import partition_task
 from streamridge.datapass.partitions import (
     SUB_BLOCK_BYTES,
     LargeChunkWarning,
-    plan_pass,
     streams_pieces,
     task_plan,
 )
+from streamridge.datapass.single_total import plan_statistics
 from streamridge.sources import ROLES
 
 
@@ -48,6 +48,9 @@ class Partitions:
     warn : bool
         Warn of stored chunks larger than the read budget
         (:class:`~streamridge.datapass.partitions.LargeChunkWarning`).
+    single_total : bool
+        Statistics of at least ``SINGLE_TOTAL_BYTES`` are one running total of one partition
+        (:func:`~streamridge.datapass.single_total.single_total_plan`; ``rows`` is then not used).
     """
 
     rows: int | None = None
@@ -56,6 +59,7 @@ class Partitions:
     skip_nonfinite: bool = False
     whole_reads: bool = False
     warn: bool = True
+    single_total: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,16 +86,24 @@ def pass_layout(
     whole_reads: bool = False,
     warn: bool = True,
     statistics: bool = False,
+    single_total: bool = False,
 ) -> Partitions | Lanes:
     """The layout of a pass with ``spec``: :class:`Lanes` for a stateful map, else :class:`Partitions`.
 
-    ``partition_rows``, ``memory_budget``, ``whole_reads`` and ``warn`` are the partitions' options
-    (the lanes are cut at the source's chunks); ``statistics`` the lanes' (the statistics pass).
+    ``partition_rows``, ``memory_budget``, ``whole_reads``, ``warn`` and ``single_total`` are the
+    partitions' options (the lanes are cut at the source's chunks); ``statistics`` the lanes' (the
+    statistics pass).
     """
     if spec.features is not None and spec.features.stateful:
         return Lanes(spec, statistics=statistics)
     return Partitions(
-        partition_rows, memory_budget, spec.features, spec.skip_nonfinite, whole_reads=whole_reads, warn=warn
+        partition_rows,
+        memory_budget,
+        spec.features,
+        spec.skip_nonfinite,
+        whole_reads=whole_reads,
+        warn=warn,
+        single_total=single_total,
     )
 
 
@@ -129,6 +141,7 @@ class PartitionTasks:
                 width=kernel.width,
                 memory_budget=layout.memory_budget,
                 partition_rows=layout.rows,
+                single_total=layout.single_total,
             )
         if layout.whole_reads and not streams_pieces(self.readers["X"], plan):
             plan = dataclasses.replace(
@@ -274,6 +287,7 @@ def plan_source(
     width: int,
     memory_budget: int | None = None,
     partition_rows: int | None = None,
+    single_total: bool = False,
 ) -> tuple[dict[str, Any], int, int, Any]:
     """``(readers, lo, hi, plan)``: the source's readers, their rows ``[lo, hi)`` and the partitions of a pass.
 
@@ -290,10 +304,12 @@ def plan_source(
         Bytes one task may use (default :func:`default_memory_budget`).
     partition_rows : int or None
         Rows per partition asked for; None: chosen by the planner.
+    single_total : bool
+        Large statistics are one running total (:func:`~streamridge.datapass.single_total.plan_statistics`).
     """
     readers, lo = _readers_of(source)
     hi = lo + x_shape(source)[0]
-    plan = plan_pass(
+    plan = plan_statistics(
         readers,
         lo,
         hi,
@@ -301,6 +317,7 @@ def plan_source(
         stats_bytes=stats_bytes,
         memory_budget=memory_budget or default_memory_budget(),
         partition_rows=partition_rows,
+        single_total=single_total,
     )
     if width > x_shape(source)[1]:  # a feature map widens the rows: sub-blocks sized by the mapped width
         plan = dataclasses.replace(plan, sub_rows=max(1, min(plan.sub_rows, SUB_BLOCK_BYTES // (8 * width))))

@@ -23,6 +23,10 @@ decoded by two partitions either; only when the arrays' chunkings have no
 common boundary within 16 partition targets does a partition boundary fall
 inside a stored chunk of the 1-D arrays (read by both neighbours).
 
+Statistics of at least ``SINGLE_TOTAL_BYTES`` (many targets) are planned as one
+partition instead (:func:`~streamridge.datapass.single_total.single_total_plan`): one running total, one copy of the
+statistics, and read blocks sized by the rows of X and y together.
+
 Plans are O(1) in memory for regular grids (a step, not a list), so an array
 declaring 1e12 rows costs nothing to plan.
 """
@@ -88,7 +92,9 @@ class Plan:
     ``share_cells``: the number of cells where threads sharing the cells of
     a sub-block pay (``SHARE_CELLS_MIN_FEATURES``), else 0; ``cell_threads``:
     how many a task uses (set by :func:`task_plan` where cores would idle;
-    the statistics are bit-identical for any number).
+    the statistics are bit-identical for any number).  ``single_total``: one
+    partition of all the rows, its statistics one running total that the
+    pass's cores share by cells (see :func:`~streamridge.datapass.single_total.single_total_plan`).
     """
 
     lo: int
@@ -104,6 +110,7 @@ class Plan:
     remote: bool = False
     share_cells: int = 0
     cell_threads: int = 1
+    single_total: bool = False
 
     def __len__(self) -> int:
         if self.bounds is not None:
@@ -150,7 +157,7 @@ def plan_pass(
     stats_bytes : int
         Bytes of one partition's statistics.
     memory_budget : int
-        Bytes a task may use: statistics (4 copies while merging) + a read block.
+        Bytes a task may use: statistics (4 copies while merging; one as one running total) + a read block.
     partition_rows : int or None
         Rows per partition asked for (rounded to whole stored chunks); None
         chooses about ``PARTITION_BYTES`` of X, and at least ``ROWS_PER_CELL``
@@ -170,11 +177,11 @@ def plan_pass(
     need = 4 * stats_bytes
     if memory_budget < need + 4 * row64:
         raise InputError(
-            f"the statistics need {_mb(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
-            f"merging) but the memory budget is {_mb(memory_budget)}; raise memory_budget to at least "
-            f"{_mb(need + 2**20)} or use fewer features, folds or classes"
+            f"the statistics need {mb_text(need)} per task (folds x classes x N x N x 8 bytes, 4 copies while "
+            f"merging) but the memory budget is {mb_text(memory_budget)}; raise memory_budget to at least "
+            f"{mb_text(need + 2**20)} or use fewer features, folds or classes"
         )
-    read_rows, sub_rows = _read_sizes(X, row64, memory_budget - need, n_cells)
+    read_rows, sub_rows = read_sizes(X, row64, memory_budget - need, n_cells)
     block = read_rows * N * np.dtype(X.dtype).itemsize  # decoded bytes of one read block
     remote = any(getattr(r, "remote", False) for r in readers.values() if r is not None)
     prefetch = (remote or bool(getattr(X, "overlap_reads", False))) and 2 * block <= min(
@@ -303,12 +310,14 @@ def task_plan(plan: Plan, i: int, first: int, n: int, n_workers: int, *, local: 
     ):  # one wave: the cores by rows (stored chunks of 400 MB and 112 MB: 2 and 1)
         rows = [b - a for a, b in map(plan.rows, range(first, n))]
         threads = max(1, min(n_workers, round(n_workers * rows[i - first] / max(1, sum(rows)))))
+    if local and plan.single_total and threads > 1 and plan.share_cells >= 2:
+        return dataclasses.replace(out, cell_threads=min(threads, plan.share_cells))
     if local and plan.lanes == 1 and threads > 1 and plan.share_cells >= 2 * threads:
         out = dataclasses.replace(out, cell_threads=threads)
     return out
 
 
-def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int]:
+def read_sizes(X: Any, row64: int, budget: int, n_cells: int, *, what: str = "X") -> tuple[int, int]:
     """Rows of X per read (whole stored read units) and per kernel call.
 
     A read block is at most ``READ_BYTES`` (as float64) and a quarter of the
@@ -323,8 +332,8 @@ def _read_sizes(X: Any, row64: int, budget: int, n_cells: int) -> tuple[int, int
     chunk = grid.read_step or grid.max_chunk_rows()
     if chunk * row64 > read_budget and chunk > 1:
         warnings.warn(
-            f"stored chunks of X hold {chunk} rows ({_mb(chunk * row64)} as float64), more than the read "
-            f"budget of {_mb(read_budget)}; each is read once and processed in sub-blocks",
+            f"stored chunks of {what} hold {chunk} rows ({mb_text(chunk * row64)} as float64), more than the read "
+            f"budget of {mb_text(read_budget)}; each is read once and processed in sub-blocks",
             LargeChunkWarning,
             stacklevel=4,
         )
@@ -419,7 +428,7 @@ def _boundaries(grid: Any, lo: int, hi: int) -> np.ndarray:
     return np.unique(np.concatenate([[lo, hi], b[(b > lo) & (b < hi)]]))
 
 
-def _mb(n: float) -> str:
+def mb_text(n: float) -> str:
     return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 

@@ -127,6 +127,28 @@ def pass_session(spec: Any) -> Iterator[Session]:
             session.close()
 
 
+def runs_here(spec: Any) -> bool:
+    """Whether a pass on ``spec`` runs on this machine (sync, threads, processes, ``local:N``), not on a cluster elsewhere."""
+    if isinstance(spec, Session):
+        return runs_here(spec.spec)
+    if isinstance(spec, Scheduler):
+        return spec.kind == "sync" or spec.local
+    if spec is None or isinstance(spec, StartingCluster):
+        return True
+    if isinstance(spec, str):
+        names = (
+            "threads",
+            "threading",
+            "sync",
+            "synchronous",
+            "single-threaded",
+            "processes",
+            "multiprocessing",
+        )
+        return spec in names or spec.startswith("local")
+    return False
+
+
 def describe(spec: Any) -> str:
     """Short text of a scheduler spec (for reports)."""
     if isinstance(spec, Session):

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from streamridge.datapass.driver import PassReport, accumulate
+from streamridge.datapass.driver import PassReport, accumulate, single_total
 from streamridge.datapass.scheduling import pass_session
 from streamridge.datapass.spec import PassSpec
 from streamridge.errors import FoldError, InputError, ParameterError
@@ -308,9 +308,10 @@ class StreamRidgeBase(LinearOutputs, EstimatorParams):
                 from streamridge.estimators.mapped import declared_width
 
                 n_model, mapped_by = declared_width(self.features, src.n_features())
+            one_total = single_total(scheduler, None if partial else self.checkpoint)
             check_stats_memory(
                 scheme.n_folds, 1 if labels is None else len(labels), n_model, n_targets, len(src.row_chunks()),
-                mapped_by=mapped_by,
+                mapped_by=mapped_by, single_total=one_total and not getattr(self.features, "stateful", False),
             )
             features = self._fit_features(src)  # before explicit fold ids can take the groups column
             if fold_ids is not None:
