@@ -86,6 +86,11 @@ class Candidates(Concat):
             for j in range(len(items))
         ]
 
+    def subset(self, members: Sequence[int]) -> Candidates:
+        """The fitted candidates ``members`` (in that order) as a set of their own."""
+        maps = _fitted(self)
+        return fitted_candidates([maps[int(g)] for g in members], int(self.n_features_in_))
+
     def only(self, g: int, F: np.ndarray) -> CandidateFeatures:
         """Candidate g's features ``F`` as the candidates' features whose other parts are None (not mapped)."""
         parts: list[np.ndarray | None] = [None] * len(self.offsets[:-1])
