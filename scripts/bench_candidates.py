@@ -61,8 +61,8 @@ def write_store(path: str, series: int, steps: int, chunk_rows: int) -> None:
     write_zarr(path, u, y, np.repeat(np.arange(series), steps), chunk_rows=chunk_rows)
 
 
-def child(kind: str, store: str, units: int, chunk_rows: int) -> dict:
-    """One measurement in this (fresh) process, on one thread."""
+def child(kind: str, store: str, units: int, chunk_rows: int, scheduler: str = "sync") -> dict:
+    """One measurement in this (fresh) process, BLAS on one thread, the pass on ``scheduler``."""
     from threadpoolctl import threadpool_limits
 
     import streamridge as sr
@@ -71,7 +71,7 @@ def child(kind: str, store: str, units: int, chunk_rows: int) -> dict:
     with threadpool_limits(1):
         if kind == "one":
             est = sr.StreamRidgeCV(
-                cv="groups", features=maps, scheduler="sync", chunk_rows=chunk_rows, progress=False
+                cv="groups", features=maps, scheduler=scheduler, chunk_rows=chunk_rows, progress=False
             )
             est.fit(store, groups="groups")
             return {"time": est.timings_["pass_s"]}
@@ -79,7 +79,7 @@ def child(kind: str, store: str, units: int, chunk_rows: int) -> dict:
             total = 0.0
             for m in maps:
                 est = sr.StreamRidgeCV(
-                    cv="groups", features=m, scheduler="sync", chunk_rows=chunk_rows, progress=False
+                    cv="groups", features=m, scheduler=scheduler, chunk_rows=chunk_rows, progress=False
                 )
                 est.compute_stats(store, groups="groups")
                 total += est.timings_["pass_s"]
@@ -135,6 +135,8 @@ def measure(kind: str, args: argparse.Namespace, store: str) -> tuple[float, flo
         str(args.units),
         "--chunk-rows",
         str(args.chunk_rows),
+        "--scheduler",
+        args.scheduler,
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
@@ -155,11 +157,16 @@ def main() -> None:
     ap.add_argument(
         "--dir", default=None, help="where the store is written (default: a new temporary directory)"
     )
+    ap.add_argument(
+        "--scheduler",
+        default="sync",
+        help="the passes' scheduler (default sync: one thread); 'threads' shares the candidates and rows among the cores",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.store, args.units, args.chunk_rows)))
+        print(json.dumps(child(args.child, args.store, args.units, args.chunk_rows, args.scheduler)))
         return
     store = os.path.join(args.dir or tempfile.mkdtemp(prefix="bench_candidates_"), "raw.zarr")
     write_store(store, args.series, args.steps, args.chunk_rows)
@@ -173,7 +180,8 @@ def main() -> None:
     rows = args.series * args.steps
     print(
         f"{G} ESN candidates of {args.units} units, {args.series} series x {args.steps:,} steps ({rows:,} rows), "
-        f"one fold per series, 1 thread, best of {args.repeats} alternated; load {os.getloadavg()[0]:.1f}"
+        f"one fold per series, scheduler {args.scheduler} (BLAS on 1 thread), best of {args.repeats} alternated; "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     print(f"one pass, all candidates   {t1:9.2f} s   peak RSS {m1:7.0f} MiB")
     print(f"{G} separate passes         {tg:9.2f} s   peak RSS {mg:7.0f} MiB   ({tg / t1:.2f}x the one pass)")

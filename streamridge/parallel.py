@@ -75,3 +75,32 @@ def solve_stage_limits(n_features: int) -> Any:
     if n_features <= SMALL_N and n_cpus() > 1:
         return blas_controller().limit(limits=1)
     return contextlib.nullcontext()
+
+
+#: a batch of targets is cut among the cores only where each part keeps at least this many columns (its
+#: products stay wide; scripts/bench_banded.py --fit-stats)
+MIN_PART_COLUMNS = 512
+
+
+def column_parts(n_columns: int, workers: int, *, when: bool = True) -> list[slice]:
+    """``n_columns`` cut into ``workers`` consecutive parts, or one part (``when`` False, one worker, or
+    fewer than :data:`MIN_PART_COLUMNS` columns a part).  A function of the counts only."""
+    if not when or workers <= 1 or n_columns < MIN_PART_COLUMNS * workers:
+        return [slice(0, n_columns)]
+    return [slice(n_columns * s // workers, n_columns * (s + 1) // workers) for s in range(workers)]
+
+
+def map_columns(fn: Callable[[slice], None], n_columns: int) -> None:
+    """``fn(cols)`` for the :func:`column_parts` of ``n_columns`` columns, one per core, on threads.
+
+    For the element-wise passes over a batch of many targets (NumPy releases the GIL on large
+    arrays), which would otherwise run on one core while the others wait.
+    """
+    parts = column_parts(n_columns, n_cpus())
+    map_folds(lambda i: fn(parts[i]), len(parts))
+
+
+def all_cores() -> Any:
+    """Context: BLAS on every core, for the products over a batch of many targets (wide enough for all
+    of them) where :func:`solve_stage_limits` holds BLAS to one thread."""
+    return blas_controller().limit(limits=n_cpus())

@@ -320,32 +320,73 @@ def _round_pieces(
     The slices are of rows set by ``n_lanes``, the lanes of the round (``chunks``
     may hold only those with rows left after a resume); ``done(end, last)`` is
     called once a slice's pieces are consumed: rows up to ``end`` of the chunks
-    are done (``last``: all of them).
+    are done (``last``: all of them).  Candidate maps (:func:`_candidate_pieces`) are
+    mapped and consumed one candidate at a time, in slices set by the widest candidate.
     """
-    step = max(1, GROUP_BYTES // (8 * max(1, fmap.n_features_out_) * n_lanes))
+    maps = getattr(fmap, "candidates", None)
+    width = max(m.n_features_out_ for m in maps) if maps else fmap.n_features_out_
+    step = max(1, GROUP_BYTES // (8 * max(1, width) * n_lanes))
     rows_in_round = max(c[1].shape[0] for c in chunks)
     for a in range(0, rows_in_round, step):
         part = [c for c in chunks if c[1].shape[0] > a]
         rows = slice(a, a + step)
         items = [(X[rows], start + a, _cut(g, rows), states[j]) for j, X, _y, g, _w, start, _b, _k in part]
         n = sum(item[0].shape[0] for item in items)
-        buf = buf if buf.shape[0] >= n else np.empty((n, fmap.n_features_out_))
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_good
-            mapped = fmap.apply_chunks(items, out=buf)
-        for (j, _x, y, g, w, start, bad, keep), (F, state) in zip(part, mapped):
-            check_good(F, bad[rows], start + a, fmap)
-            yield (
-                F,
-                _cut(y, rows),
-                _cut(g, rows),
-                _cut(w, rows),
-                start + a,
-                None if keep is None else ~keep[rows],
-            )
+        buf = buf if buf.shape[0] >= n else np.empty((n, width))
+        if maps:
+            new = yield from _candidate_pieces(fmap, part, items, rows, a, buf)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_good
+                mapped = fmap.apply_chunks(items, out=buf)
+            new = []
+            for (_j, _x, y, g, w, start, bad, keep), (F, state) in zip(part, mapped):
+                check_good(F, bad[rows], start + a, fmap)
+                yield F, _cut(y, rows), _cut(g, rows), _cut(w, rows), start + a, _dropped(keep, rows)
+                new.append(state)
+        for (j, *_), state in zip(part, new):
             states[j] = state
         if done is not None:
             done(a + step, a + step >= rows_in_round)
     return buf
+
+
+def _candidate_pieces(
+    fmap: Any,
+    part: list[tuple[Any, ...]],
+    items: list[tuple[Any, ...]],
+    rows: slice,
+    a: int,
+    buf: np.ndarray,
+) -> Generator[Piece, None, list[Any]]:
+    """The pieces of one slice of candidate maps, candidate after candidate; returns the lanes' new states.
+
+    Candidate g's features of a lane are yielded as ``fmap.only(g, F)`` (the candidates'
+    features with its part only): its kernel takes them while they are in cache, and the
+    slice's buffer holds one candidate's features, not all of them.
+    """
+    maps = fmap.candidates
+    new: list[list[Any]] = [[] for _ in part]
+    for g, m in enumerate(maps):
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_good
+            out = buf.reshape(-1)[: buf.shape[0] * m.n_features_out_].reshape(buf.shape[0], -1)
+            mapped = m.apply_chunks([(X, r, cut, s[g]) for X, r, cut, s in items], out=out)
+        for i, ((_j, _x, y, grp, w, start, bad, keep), (F, state)) in enumerate(zip(part, mapped)):
+            check_good(F, bad[rows], start + a, m)
+            yield (
+                fmap.only(g, F),
+                _cut(y, rows),
+                _cut(grp, rows),
+                _cut(w, rows),
+                start + a,
+                _dropped(keep, rows),
+            )
+            new[i].append(state)
+    return [tuple(s) for s in new]
+
+
+def _dropped(keep: np.ndarray | None, rows: slice) -> np.ndarray | None:
+    """The rows of a slice left out (washout), or None."""
+    return None if keep is None else ~keep[rows]
 
 
 def _cut(v: Any, rows: slice) -> Any:

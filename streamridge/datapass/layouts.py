@@ -198,7 +198,11 @@ class PartitionTasks:
 
 
 class LaneTasks:
-    """The lanes (and lane groups) of a stateful map: task ``i`` runs ``lane_task(lane, spec, kernel)``."""
+    """The lanes (and lane groups) of a stateful map: task ``i`` runs ``lane_task(lane, spec, kernel)``.
+
+    With candidate maps and few lanes, each lane is one task per subset of the candidates
+    (:func:`_candidate_parts`); the tasks of a lane are consecutive.
+    """
 
     #: a lane group's task saves its progress inside its lanes into a checkpoint
     saves_inside = True
@@ -216,8 +220,14 @@ class LaneTasks:
         self.chunks, self.starts, calls = lane_layout(
             source, layout.spec, chunks, row_offset, statistics=layout.statistics
         )
-        self.lanes = [lane for _, (lane, _s) in calls]
-        self.rows = [int(sum(self.chunks[lane.first : lane.stop])) for lane in self.lanes]
+        lanes = [lane for _, (lane, _s) in calls]
+        self.parts = _candidate_parts(layout.spec, kernel, len(lanes))
+        self.lanes = [lane for lane in lanes for _ in self.parts]  # task i: lane i // P, part i % P
+        self.rows = [
+            rows * (p + 1) // len(self.parts) - rows * p // len(self.parts)
+            for rows in (int(sum(self.chunks[lane.first : lane.stop])) for lane in lanes)
+            for p in range(len(self.parts))
+        ]
         self.readers = _readers_of(source)[0]
         self.function = lane_task.lane_task  # looked up when planned: a replaced one is used
 
@@ -251,7 +261,8 @@ class LaneTasks:
         lane = self.lanes[i]
         if saver is not None and isinstance(lane, LaneGroup):
             lane = LaneGroup(lane.lanes, lane.group_values, progress=progress, saver=saver)
-        return lane, self.spec, self.kernel
+        spec, kernel = self.parts[i % len(self.parts)]
+        return lane, spec or self.spec, kernel or self.kernel
 
     def describe(self) -> dict[str, Any]:
         """The chunks and the lanes (checkpoint fingerprints)."""
@@ -266,6 +277,33 @@ class LaneTasks:
             "resumed_chunks": first,
             "partitions": len(self),
         }
+
+
+def _candidate_parts(spec: Any, kernel: Any, n_lanes: int) -> list[tuple[Any, Any]]:
+    """``(spec, kernel)`` of each part of the candidate maps a lane's tasks run (``(None, None)``: all of them).
+
+    Candidate maps are independent: with fewer lanes than ``MIN_TASKS`` they are split
+    into consecutive subsets (:func:`~streamridge.datapass.candidates.candidate_subsets`), each
+    lane one task per subset, so the cores (or a cluster's workers) share the candidates
+    as well as the rows; each task reads its lane's rows and maps its own candidates.
+    """
+    from streamridge.datapass.candidates import (
+        CandidatesKernel,
+        CandidateSubset,
+        candidate_subsets,
+        is_candidates,
+    )
+    from streamridge.datapass.plan import MIN_TASKS
+
+    if not (is_candidates(spec.features) and isinstance(kernel, CandidatesKernel)):
+        return [(None, None)]
+    subsets = candidate_subsets(len(kernel.kernels), n_lanes, MIN_TASKS)
+    if len(subsets) == 1:
+        return [(None, None)]
+    return [
+        (dataclasses.replace(spec, features=spec.features.subset(m)), CandidateSubset(kernel, m))
+        for m in subsets
+    ]
 
 
 def default_memory_budget() -> int:

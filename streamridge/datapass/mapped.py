@@ -133,9 +133,18 @@ def checked_input(
     return X, bad, fmap.keep_mask(X.shape[0], g, state)
 
 
-def check_good(F: np.ndarray, bad: np.ndarray, start: int, fmap: FeatureMap) -> None:
+def check_good(F: Any, bad: np.ndarray, start: int, fmap: FeatureMap) -> None:
     """Non-finite features in rows whose raw input was finite: an error naming the rows; rows with NaN input
-    get NaN features (dropped by the statistics kernel with ``skip_nonfinite``)."""
+    get NaN features (dropped by the statistics kernel with ``skip_nonfinite``).
+
+    Candidate maps' features (``F.parts``) are checked part by part, each naming its own map.
+    """
+    parts = getattr(F, "parts", None)
+    if parts is not None:
+        for part, m in zip(parts, fmap.candidates):  # type: ignore[attr-defined]
+            if part is not None:
+                check_good(part, bad, start, m)
+        return
     if bad.any():
         G = F.copy()
         G[bad] = 0.0

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.linalg import blas
 
 from streamridge.blas_nogil import gemm_tn
+from streamridge.parallel import map_columns
 from streamridge.stats.foldstats import FoldStats
 
 
@@ -128,7 +129,7 @@ def training_within(
     K, N, T = stats.n_folds, stats.n_features, stats.n_targets
     sxx, sxy, syy = np.empty((K, N, N)), np.empty((K, N, T)), np.empty((K, T))
     _weighted_within(stats.sxx, factors, sxx, forward)
-    _weighted_within(stats.sxy, factors, sxy, forward)
+    map_columns(lambda cols: _weighted_within(stats.sxy[..., cols], factors, sxy[..., cols], forward), T)
     _weighted_within(stats.syy, factors, syy, forward)
     return sxx, sxy, syy
 

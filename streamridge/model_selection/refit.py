@@ -17,6 +17,7 @@ import numpy as np
 
 from streamridge.forms.build import FullForm, TargetBatches
 from streamridge.model_selection.choose import Choice
+from streamridge.parallel import all_cores
 from streamridge.solvers.banded import banded_solve_full
 from streamridge.solvers.eigen import solve_full
 from streamridge.solvers.linalg import Eig, psd_eigh
@@ -47,7 +48,8 @@ def refit(full: FullForm | TargetBatches, choice: Choice) -> tuple[np.ndarray, n
         coef, intercept = np.zeros((T, N)), np.empty(T)
         eigs: dict[int, Eig] = {}  # one decomposition for all batches (per weight vector)
         for cols in full.slices():
-            coef[cols], intercept[cols] = _solve(full.full(cols), choice, cols, eigs)
+            with all_cores():  # a batch of many targets: products wide enough for every core
+                coef[cols], intercept[cols] = _solve(full.full(cols), choice, cols, eigs)
     check_finite(coef, "coefficients")
     return coef, intercept
 

@@ -25,7 +25,6 @@ with thousands of targets the full T x T matrix would dominate memory.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
@@ -369,7 +368,7 @@ def load_stats(path: str | os.PathLike[str]) -> FoldStats:
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta_json"]).decode())
-            arrays = [np.array(z[a]) for a in STATS_ARRAYS]
+            arrays = [z[a] for a in STATS_ARRAYS]  # each read into its own new array: no second copy
     except (KeyError, ValueError, OSError, EOFError, TypeError, AttributeError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ModelFileError(f"{name!r} is not a streamridge statistics file ({reason})") from exc
@@ -430,8 +429,6 @@ def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise ModelFileError(f"cannot write {path}: it is a directory; name a .npz file")
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     except OSError as exc:
@@ -440,7 +437,7 @@ def atomic_write_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getbuffer())
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # straight to the file: no copy of it in memory
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

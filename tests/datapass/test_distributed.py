@@ -424,3 +424,23 @@ def test_pass_by_address_inside_a_users_client_block(
         assert real() is not None  # the user's client was the default one during the pass
     assert_stats_close(got, ref, rtol=0)
     assert lookups == []
+
+
+def test_candidate_maps_of_one_series_spread_over_the_workers(cluster: Cluster) -> None:
+    """One series is one lane: its 4 candidate reservoirs are 4 tasks on the cluster's workers, each
+    candidate's statistics those of its own threaded pass, bit for bit."""
+    from streamridge.datapass.candidates import candidate_stats_kernel
+    from streamridge.datapass.layouts import Lanes, LaneTasks
+    from streamridge.features import EchoStateNetwork
+    from streamridge.features._candidates import fitted_candidates
+
+    rng = np.random.default_rng(5)
+    X, y, g = rng.standard_normal((1200, 2)), rng.standard_normal(1200), np.zeros(1200, dtype=int)
+    grid = EchoStateNetwork.grid(n_units=10, leak_rate=[0.3, 1.0], spectral_radius=[0.5, 0.9])
+    maps = [m.fit(X) for m in grid]
+    spec = replace(regression_spec(), features=fitted_candidates(maps, 2))
+    src = open_source(X, y=y, groups=g, chunk_rows=250)
+    assert len(LaneTasks(src, candidate_stats_kernel(spec), Lanes(spec, statistics=True), 0)) == 4
+    got = accumulate(src, spec, scheduler=cluster.address)
+    for m, a in zip(maps, got):
+        _exact(a, accumulate(src, replace(spec, features=m), scheduler="threads"))

@@ -95,3 +95,31 @@ def test_forms_are_the_same_on_threads_and_serially(rng, monkeypatch, standardiz
     assert calls == [1, None]  # N = 5: one thread; then the default, one per core
     for name in ("At", "Bt", "Av", "Bv", "cv", "x_offset", "y_offset", "scale", "n_train", "n_val"):
         np.testing.assert_array_equal(getattr(serial, name), getattr(threaded, name), err_msg=name)
+
+
+def test_training_sums_of_many_targets_cut_among_the_cores_are_the_same_bits(rng, monkeypatch):
+    """The exclusive sums of X'Y over 1,100 targets, in 2 parts of columns on 2 threads: bit for bit those
+    of one part (each column's sums are the same additions in the same order)."""
+    from streamridge import parallel
+    from streamridge.forms.parts import training_within
+    from streamridge.stats.kernel import from_chunk
+
+    X, Y = rng.standard_normal((60, 4)), rng.standard_normal((60, 1100))
+    stats = from_chunk(X, Y, np.arange(60) % 5, None, 5, 1)
+    factors = np.ones((5, 1))
+    parts = []
+    original = parallel.map_folds
+
+    def recording(fn, n, **kw):
+        parts.append(n)
+        return original(fn, n, **kw)
+
+    monkeypatch.setattr(parallel, "map_folds", recording)
+    monkeypatch.setattr(parallel, "n_cpus", lambda: 2)
+    two = training_within(stats, factors)
+    monkeypatch.setattr(parallel, "n_cpus", lambda: 1)
+    one = training_within(stats, factors)
+    assert parts == [2, 1]
+    for a, b in zip(two, one):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(one[1][2], stats.sxy[[0, 1, 3, 4], 0].sum(axis=0), rtol=1e-13, atol=1e-13)

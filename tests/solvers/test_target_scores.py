@@ -251,3 +251,37 @@ def test_scoring_and_moments_are_checked(rng):
         fold_scores(forms, ALPHAS, scoring="R2")
     with pytest.raises(ParameterError, match=r"scoring='r2' needs the validation folds' moments"):
         fold_scores(forms, ALPHAS, scoring="r2")
+
+
+@pytest.mark.parametrize("scoring", ["r2", "correlation"])
+def test_targets_cut_among_the_cores_give_the_scores_of_one_part(rng, monkeypatch, scoring):
+    """5 folds on 2 cores: each fold's 1,100 targets in 2 parts (tasks balance); the scores equal those
+    computed in one part on 1 core, and those of 5 folds on 1 core equal the explicit refits."""
+    from streamridge import parallel
+    from streamridge.solvers import target_scores
+
+    M, N, T = 150, 9, 1100
+    X = rng.standard_normal((M, N)) + 1.0
+    Y = X @ rng.standard_normal((N, T)) + rng.standard_normal((M, T))
+    folds = rng.permutation(np.arange(M) % 5)
+    stats = from_chunk(X, Y, folds, None, 5, 1)
+    forms = build_forms(stats, with_moments=True)
+    cuts = []
+    original = parallel.column_parts
+
+    def recording(n, workers, *, when=True):
+        out = original(n, workers, when=when)
+        cuts.append(len(out))
+        return out
+
+    monkeypatch.setattr(target_scores, "column_parts", recording)
+    monkeypatch.setattr(target_scores, "n_cpus", lambda: 2)
+    two = fold_scores(forms, ALPHAS, scoring=scoring)
+    monkeypatch.setattr(target_scores, "n_cpus", lambda: 1)
+    one = fold_scores(forms, ALPHAS, scoring=scoring)
+    assert cuts == [2, 1]
+    np.testing.assert_allclose(two, one, rtol=1e-12, atol=1e-14)
+    if scoring == "r2":  # lambda 1.0, fold 2: an explicit refit
+        predict, _, _ = fit_ridge(X[folds != 2], Y[folds != 2], None, 1.0, True, False)
+        ref = r2_score(Y[folds == 2], predict(X[folds == 2]), multioutput="raw_values")
+        np.testing.assert_allclose(one[1, 2], ref, rtol=1e-9, atol=1e-12)

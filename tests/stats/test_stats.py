@@ -159,6 +159,31 @@ def test_save_load_roundtrip_without_pickle(rng, tmp_path):
     assert list(tmp_path.iterdir()) == [p]  # no temporary file left behind
 
 
+def test_save_and_load_hold_no_second_copy_of_the_statistics(rng, tmp_path):
+    """Statistics of many targets (X'Y of 40 MB): writing streams them into the file (numpy writes an array
+    in pieces of 16 MB) and reading puts each array straight into its own new array, so neither holds the
+    file's bytes or a copy beside them."""
+    import tracemalloc
+
+    s = from_chunk(
+        rng.standard_normal((40, 100)), rng.standard_normal((40, 10_000)), np.arange(40) % 5, None, 5, 1
+    )
+    s.meta["scheme"] = FoldScheme("hash", 5, seed=1).to_dict()
+    total = sum(getattr(s, f).nbytes for f in FIELDS)
+    p = tmp_path / "s.npz"
+    tracemalloc.start()
+    save_stats(s, p)
+    _, saving = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    t = load_stats(p)
+    _, loading = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert total > 40e6
+    assert saving < 0.5 * total  # was the whole file in a buffer: > total
+    assert loading < 1.2 * total  # was a second copy of every array: > 2 x total
+    assert_stats_close(t, s, 0)
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(ModelFileError, match="does not exist"):
         load_stats(tmp_path / "nope.npz")
