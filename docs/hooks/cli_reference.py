@@ -37,8 +37,16 @@ def cli_markdown() -> str:
     out = ["```text", parser.format_help().rstrip(), "```", "", "| command | what it does |", "|---|---|"]
     out += [f"| [`{name}`](#streamridge-{name}) | {helps.get(name, '')} |" for name in subs]
     for name, sub in subs.items():
-        out += ["", f"## streamridge {name}", "", helps.get(name, ""), "", "```text",
-                sub.format_help().rstrip(), "```"]
+        out += [
+            "",
+            f"## streamridge {name}",
+            "",
+            helps.get(name, ""),
+            "",
+            "```text",
+            sub.format_help().rstrip(),
+            "```",
+        ]
     return "\n".join(out)
 
 

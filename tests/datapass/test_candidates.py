@@ -104,7 +104,9 @@ def test_each_stored_chunk_read_once_for_all_candidates(data, monkeypatch):
 
 @pytest.mark.parametrize("scheduler", ["sync", "processes"])
 @pytest.mark.parametrize("group_bytes", [None, 8 * 20 * 6 * 30])
-def test_candidates_of_unequal_widths_in_slices_equal_their_own_passes(data, scheduler, group_bytes, monkeypatch):
+def test_candidates_of_unequal_widths_in_slices_equal_their_own_passes(
+    data, scheduler, group_bytes, monkeypatch
+):
     """Reservoirs of 8, 12 and 20 units, and a round's rows cut into slices of 30 rows (set by the widest
     candidate, 20 features x 6 lanes): every candidate, mapped and added slice by slice one candidate
     after the other, has the statistics of its own pass (whose slices are cut by its own width: 1e-12)."""
@@ -143,7 +145,9 @@ def test_lane_slices_are_sized_by_the_widest_candidate_not_all_together(data, mo
 
     monkeypatch.setattr(EchoStateNetwork, "apply_chunks", recording)
     src = open_source(X, y=y, groups=g, chunk_rows=CHUNK)
-    accumulate(src, dataclasses.replace(spec, features=fitted_candidates(fitted, X.shape[1])), scheduler="sync")
+    accumulate(
+        src, dataclasses.replace(spec, features=fitted_candidates(fitted, X.shape[1])), scheduler="sync"
+    )
     assert max(widths) == 60  # 10 rows of each of 6 lanes, per candidate (not 10 / 4 rows)
     assert len(widths) % 4 == 0
 
@@ -168,7 +172,9 @@ def test_one_series_spreads_the_candidates_over_tasks(scheduler, rng, monkeypatc
     X = rng.standard_normal((400, 2))
     y = X[:, 0] * X[:, 1] + 0.1 * rng.standard_normal(400)
     g = np.zeros(400, dtype=int)
-    maps = EchoStateNetwork.grid(n_units=10, spectral_radius=[0.5, 0.9], leak_rate=[0.3, 0.6, 1.0], washout=5)[:5]
+    maps = EchoStateNetwork.grid(
+        n_units=10, spectral_radius=[0.5, 0.9], leak_rate=[0.3, 0.6, 1.0], washout=5
+    )[:5]
     ref, spec = single_passes(maps, X, y, g, scheduler)
     fitted = [fit_map(m, X, g) for m in maps]
     both = dataclasses.replace(spec, features=fitted_candidates(fitted, X.shape[1]))
