@@ -5,11 +5,13 @@ Usage::
     python scripts/bench_candidates.py                                  # 27 ESNs of 200 units, 16 series x 1,000 steps
     python scripts/bench_candidates.py --series 64 --steps 12500        # the full size (64 series x 12,500 steps)
     python scripts/bench_candidates.py --units 100 --repeats 3 --dir /data/bench
+    python scripts/bench_candidates.py --series 2 --steps 20000 --scheduler threads   # few long series
 
 The candidates are ``EchoStateNetwork.grid(spectral_radius=[0.7, 0.9, 1.1], leak_rate=[0.1, 0.3, 1.0],
 input_scaling=[0.5, 1.0, 2.0], n_units=UNITS)`` (G = 27) on a zarr store of 2 float32 inputs and a target
-(written by this script), one fold per series (leave one series out).  Every run is a fresh interpreter on one thread (the
-``sync`` scheduler, BLAS on one thread), so times compare like with like; peak RSS is that process's.
+(written by this script), one fold per series (leave one series out).  Every run is a fresh interpreter, BLAS on
+one thread, the passes on ``--scheduler`` (default ``sync``: one thread), so times compare like with like; peak
+RSS is that process's (with ``processes``, the driver's only).
 Measured in the same run, alternated ``--repeats`` times (best of each):
 
   one pass      ``StreamRidgeCV(features=candidates).fit``: the pass's time (``timings_["pass_s"]``: read,
@@ -20,9 +22,9 @@ Measured in the same run, alternated ``--repeats`` times (best of each):
   map alone     one candidate's map over all rows (series in lockstep groups of 16, as the pass's lanes),
                 no statistics (the median candidate: leak rate 0.3).
 
-Printed: the times, the saving, and the map-time ratio (one pass - one read) / (G x map alone), whose goal
-is at most 1.15; the one pass's time also includes every candidate's statistics, so the ratio of the one
-pass's time per candidate to a separate pass's, less one read each, is printed beside it.
+Printed: the times, the saving, the ratio of the one pass's time per candidate to a separate pass's, less
+one read each (goal at most 1.15), and the map-time ratio (one pass - one read) / (G x map alone), which
+also counts every candidate's statistics.
 """
 
 from __future__ import annotations
