@@ -400,18 +400,22 @@ def _series_groups(g: np.ndarray) -> list[list[tuple[int, int]]]:
 
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     runs = list(zip(heads.tolist(), np.append(heads[1:], len(g)).tolist()))
-    size = group_size(len(runs))
+    size = group_size(len(runs), len(runs))  # one series per lane, as the pass groups them
     return [runs[i : i + size] for i in range(0, len(runs), size)]
 
 
-def _map_alone(fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int, reuse: bool = True) -> None:
+def _map_alone(
+    fmap, u: np.ndarray, g: np.ndarray, chunk_rows: int, reuse: bool = True, buf: np.ndarray | None = None
+) -> None:
     """The map over all rows without statistics: the ESN as the pass runs it (series in groups of plan.group_size,
-    each group in lockstep; ``reuse``: into one output buffer; whole chunks, where the pass maps a round in
-    slices of at most plan.GROUP_BYTES), other maps chunk by chunk."""
+    each group in lockstep; ``reuse``: into one output buffer, ``buf`` if given (written before, as the pass's
+    buffer is after its first round); whole chunks, where the pass maps a round in slices of at most
+    plan.GROUP_BYTES), other maps chunk by chunk."""
     if isinstance(fmap, EchoStateNetwork):
-        buf = np.empty(
-            (0, fmap.n_features_out_)
-        )  # one output buffer reused, as a lane group reuses it per round
+        if buf is None:
+            buf = np.empty(
+                (0, fmap.n_features_out_)
+            )  # one output buffer reused, as a lane group reuses it per round
         for group in _series_groups(g):
             rows = sum(b - a for a, b in group)
             buf = buf if reuse and buf.shape[0] >= rows else np.empty((rows, fmap.n_features_out_))

@@ -10,13 +10,20 @@ with the product), then per step one GEMM ``X @ W'`` of the ``(k, units)`` state
 added in place and ``tanh`` applied in place, and at the end of the block every series'
 rows are copied to the output (one contiguous slice per series).
 
-Measured (docs/benchmarks.md, section 7): per step of 8 series x 200 units the GEMM
-takes ~12 us and tanh of the 1,600 values 1.5-3 us (0.84-1.7 ns a value, by machine);
-the two or three other calls ~0.5 us each.  A BLAS GEMM with beta = 1 into ``C``
-through ctypes (no addition) and a ctypes ``daxpy`` for the leak were not faster.
+This NumPy loop is the reference and the fallback: the reservoir runs the compiled loop of
+:mod:`streamridge.features._compiled_steps` (numba) unless numba cannot be imported or the
+environment sets ``STREAMRIDGE_STEP_LOOP=numpy``.  Measured (docs/benchmarks.md, section 7):
+per step of 8 series x 200 units the GEMM takes ~12 us and tanh of the 1,600 values 1.5-3 us
+(0.84-1.7 ns a value, by machine); the two or three other calls ~0.5 us each.  A BLAS GEMM
+with beta = 1 into ``C`` through ctypes (no addition) and a ctypes ``daxpy`` for the leak were
+not faster.
 """
 
 from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +64,7 @@ def run_series(
     X0: np.ndarray,
     out: np.ndarray,
     activation: str = "tanh",
+    loop: str = "auto",
 ) -> np.ndarray:
     """States of the independent series ``inputs[pos[i]:ends[i]]`` (from states ``X0[i]``) into ``out``.
 
@@ -79,6 +87,9 @@ def run_series(
     out : array of float64 of shape (n_rows, units)
         Receives the states; rows outside the series are left as they are.
     activation : one of :data:`ACTIVATIONS`
+    loop : {"auto", "compiled", "numpy"}
+        "auto": the compiled loop where numba can be imported, unless the environment variable
+        ``STREAMRIDGE_STEP_LOOP`` is ``numpy``; "compiled" raises ImportError without numba.
 
     Returns
     -------
@@ -90,6 +101,9 @@ def run_series(
     order = np.argsort(pos - ends, kind="stable")  # longest first
     starts, lengths = pos[order], (ends - pos)[order]
     X = np.array(X0, dtype=np.float64)[order]
+    kernel = _compiled(loop)
+    if kernel is not None:
+        return _run_compiled(kernel, inputs, order, starts, lengths, weights, a, X, out, activation)
     units = out.shape[1]
     size = max(len(order), BLOCK_BYTES // (8 * max(1, units)))
     buffers = (np.empty(size * units), np.empty(size * units))
@@ -107,6 +121,74 @@ def run_series(
         else:
             out[rows.reshape(-1)] = Z.reshape(-1, units)
     return out[ends - 1].copy()
+
+
+_KERNEL: list[Any] = []  # the compiled module once imported, or None where it cannot be imported
+
+
+def _compiled(loop: str) -> Any:
+    """The module of the compiled loop for ``loop`` (see :func:`run_series`), or None for the NumPy loop."""
+    if loop == "numpy" or (loop == "auto" and os.environ.get("STREAMRIDGE_STEP_LOOP", "") == "numpy"):
+        return None
+    if loop not in ("auto", "compiled"):
+        raise ValueError(f"loop must be 'auto', 'compiled' or 'numpy', not {loop!r}")
+    if not _KERNEL:
+        try:
+            from streamridge.features import _compiled_steps
+        except (ImportError, RuntimeError) as e:  # RuntimeError: numba finds no writable cache directory
+            if loop == "compiled":
+                raise
+            fix = (
+                "install numba"
+                if isinstance(e, ImportError)
+                else "set NUMBA_CACHE_DIR to a writable directory"
+            )
+            warnings.warn(
+                f"the reservoir's compiled step loop is unavailable ({type(e).__name__}: {e}); "
+                f"the NumPy loop runs instead (about 1.3x slower at 200 units); {fix} to restore it",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _KERNEL.append(None)
+            return None
+        _KERNEL.append(_compiled_steps)
+    if _KERNEL[0] is None and loop == "compiled":
+        raise ImportError("the compiled step loop is unavailable (see the warning given before)")
+    return _KERNEL[0]
+
+
+def _run_compiled(
+    kernel: Any,
+    inputs: np.ndarray,
+    order: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    weights: tuple[np.ndarray, np.ndarray, np.ndarray],
+    a: float,
+    X: np.ndarray,
+    out: np.ndarray,
+    activation: str,
+) -> np.ndarray:
+    """:func:`run_series` by the compiled loop (``X``: the start states in the order of ``order``)."""
+    target = out if out.flags.c_contiguous and out.dtype == np.float64 else np.array(out, dtype=np.float64)
+    kernel.steps(
+        np.ascontiguousarray(inputs, dtype=np.float64),
+        starts,
+        lengths,
+        np.ascontiguousarray(np.asarray(weights[0], dtype=np.float64).T),
+        np.ascontiguousarray(weights[1], dtype=np.float64),
+        np.ascontiguousarray(weights[2], dtype=np.float64),
+        float(a),
+        kernel.CODES[activation],
+        a != 1.0,
+        X,
+        target,
+    )
+    if target is not out:
+        out[...] = target
+    finals = np.empty_like(X)
+    finals[order] = X
+    return finals
 
 
 def _blocks(lengths: np.ndarray, size: int) -> list[tuple[int, int, int]]:

@@ -1,4 +1,5 @@
-"""The reservoir's step loop (streamridge.features._lockstep) against an explicit loop per series."""
+"""The reservoir's step loops (streamridge.features._lockstep: the compiled one and the NumPy one) against an
+explicit loop per series."""
 
 from __future__ import annotations
 
@@ -25,9 +26,13 @@ def weights(rng, units, n_in, radius=0.95):
     return rng.uniform(-1, 1, (units, n_in)), rng.uniform(-0.3, 0.3, units), W
 
 
+LOOPS = pytest.mark.parametrize("loop", ["compiled", "numpy"])  # the compiled loop (numba) and the NumPy loop
+
+
+@LOOPS
 @pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
 @pytest.mark.parametrize("leak", [1.0, 0.35])
-def test_packed_lockstep_equals_one_series_at_a_time(rng, monkeypatch, block_bytes, leak):
+def test_packed_lockstep_equals_one_series_at_a_time(rng, monkeypatch, block_bytes, leak, loop):
     """Series of mixed lengths (1 to 300 rows, gaps between them), non-zero start states, blocks of one step,
     of a few steps cut at odd places, and one block for everything."""
     monkeypatch.setattr(lockstep, "BLOCK_BYTES", block_bytes)
@@ -41,14 +46,17 @@ def test_packed_lockstep_equals_one_series_at_a_time(rng, monkeypatch, block_byt
     X0 = rng.uniform(-0.5, 0.5, (len(pos), units))
     ref = reference(inputs, pos, ends, w_in, b, W, leak, X0)
     out = np.full_like(ref, -7.0)
-    finals = lockstep.run_series(inputs, pos, ends, (w_in, b, np.ascontiguousarray(W.T)), leak, X0, out)
+    finals = lockstep.run_series(
+        inputs, pos, ends, (w_in, b, np.ascontiguousarray(W.T)), leak, X0, out, loop=loop
+    )
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)  # rows between the series untouched (-7)
     np.testing.assert_allclose(finals, ref[ends - 1], rtol=0, atol=1e-12)
     assert np.abs(ref[ends - 1] - X0).min() > 1e-6  # the states moved
 
 
+@LOOPS
 @pytest.mark.parametrize("lengths", [[1], [400], [400, 1, 57, 300]])
-def test_leaky_steps_one_series_and_several(rng, monkeypatch, lengths):
+def test_leaky_steps_one_series_and_several(rng, monkeypatch, lengths, loop):
     """Leak rate < 1 with one series (the GEMV path) and several, blocks of a few steps; the bias (folded into
     the input GEMM as a column of ones) is non-zero."""
     monkeypatch.setattr(lockstep, "BLOCK_BYTES", 7000)
@@ -60,12 +68,15 @@ def test_leaky_steps_one_series_and_several(rng, monkeypatch, lengths):
     X0 = rng.uniform(-0.5, 0.5, (len(pos), units))
     ref = reference(inputs, pos, ends, w_in, b, W, 0.2, X0)
     out = np.empty_like(ref)
-    finals = lockstep.run_series(inputs, pos, ends, (w_in, b, np.ascontiguousarray(W.T)), 0.2, X0, out)
+    finals = lockstep.run_series(
+        inputs, pos, ends, (w_in, b, np.ascontiguousarray(W.T)), 0.2, X0, out, loop=loop
+    )
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(finals, ref[ends - 1], rtol=0, atol=1e-12)
 
 
-def test_single_series_gemv_path(rng):
+@LOOPS
+def test_single_series_gemv_path(rng, loop):
     units, n_in = 30, 2
     inputs = rng.standard_normal((500, n_in))
     w_in, b, W = weights(rng, units, n_in)
@@ -73,7 +84,7 @@ def test_single_series_gemv_path(rng):
     ref = reference(inputs, [0], [500], w_in, b, W, 1.0, X0)
     out = np.empty_like(ref)
     finals = lockstep.run_series(
-        inputs, np.array([0]), np.array([500]), (w_in, b, np.ascontiguousarray(W.T)), 1.0, X0, out
+        inputs, np.array([0]), np.array([500]), (w_in, b, np.ascontiguousarray(W.T)), 1.0, X0, out, loop=loop
     )
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(finals[0], ref[-1], rtol=0, atol=1e-12)
