@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numba
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
@@ -148,15 +147,76 @@ def _steps(inputs, starts, lengths, w_in_t, b, WT, a, act, leaky, X, out):  # ty
     return X
 
 
+# One entry per activation and leak, each calling _steps with them as constants: numba compiles a loop for each
+# (typed as literals), without the other activations' branches (3-4 % of the map at 200 units,
+# scripts/bench_esn_step.py).  Entries compile on first use; numba.literally would instead raise and
+# recompile-check on every call (4 ms a call).
 @njit(nogil=True, **_OPTS)
-def steps(inputs, starts, lengths, w_in_t, b, WT, a, act, leaky, X, out):  # type: ignore[no-untyped-def]
-    """Run the series ``inputs[starts[i] : starts[i] + lengths[i]]`` (``lengths`` decreasing) from the states ``X``
-    (updated in place to the final states), writing every state to its row of ``out``.
+def _tanh(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 0, False, X, out)
 
-    ``act`` (a code of :data:`CODES`) and ``leaky`` (whether the leak rate ``a`` is not 1) are compiled in as
-    constants (``numba.literally``): one loop per activation, without the others' branches.  Measured
-    (``scripts/bench_esn_step.py`` loops): the branches inside the loop cost 3-4 % of the map at 200 units.
-    """
-    return _steps(
-        inputs, starts, lengths, w_in_t, b, WT, a, numba.literally(act), numba.literally(leaky), X, out
-    )
+
+@njit(nogil=True, **_OPTS)
+def _tanh_leaky(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 0, True, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _sigmoid(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 1, False, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _sigmoid_leaky(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 1, True, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _relu(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 2, False, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _relu_leaky(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 2, True, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _identity(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 3, False, X, out)
+
+
+@njit(nogil=True, **_OPTS)
+def _identity_leaky(i, s, n, w, b, WT, a, X, out):  # type: ignore[no-untyped-def]
+    return _steps(i, s, n, w, b, WT, a, 3, True, X, out)
+
+
+_ENTRIES = {
+    ("tanh", False): _tanh,
+    ("tanh", True): _tanh_leaky,
+    ("sigmoid", False): _sigmoid,
+    ("sigmoid", True): _sigmoid_leaky,
+    ("relu", False): _relu,
+    ("relu", True): _relu_leaky,
+    ("identity", False): _identity,
+    ("identity", True): _identity_leaky,
+}
+
+
+def steps(
+    inputs: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    w_in_t: np.ndarray,
+    b: np.ndarray,
+    WT: np.ndarray,
+    a: float,
+    activation: str,
+    X: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:
+    """Run the series ``inputs[starts[i] : starts[i] + lengths[i]]`` (``lengths`` decreasing) from the states ``X``
+    (updated in place to the final states), writing every state to its row of ``out`` (all C-contiguous float64;
+    ``w_in_t`` is W_in', ``WT`` is W').  The loop of ``activation`` (a name of :data:`CODES`) and of whether
+    the leak rate ``a`` is 1, compiled on first use."""
+    return _ENTRIES[(activation, a != 1.0)](inputs, starts, lengths, w_in_t, b, WT, a, X, out)  # type: ignore[no-any-return]

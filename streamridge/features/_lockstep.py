@@ -179,8 +179,7 @@ def _run_compiled(
         np.ascontiguousarray(weights[1], dtype=np.float64),
         np.ascontiguousarray(weights[2], dtype=np.float64),
         float(a),
-        kernel.CODES[activation],
-        a != 1.0,
+        activation,
         X,
         target,
     )
