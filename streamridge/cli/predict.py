@@ -52,6 +52,17 @@ class RowStream:
         self._end = 0  # one past the last row taken from ``blocks``
         self._served = [0] * len(empty)
 
+    def close(self) -> None:
+        """Close ``blocks`` (a generator: its pass stops and its threads are joined here and now).
+
+        Called once the last row is taken: a generator left to the garbage collector is closed in
+        whichever thread the collector runs, which can be a thread being started, holding a lock of
+        :mod:`threading` that joining the pass's threads needs (a deadlock).
+        """
+        close = getattr(self._blocks, "close", None)
+        if close is not None:
+            close()
+
     def output(self, i: int) -> _Rows:
         """Output ``i`` as an array-like of its rows (``shape``, ``dtype``, consecutive slices)."""
         return self._outputs[i]
@@ -80,6 +91,8 @@ class RowStream:
                 raise RuntimeError(f"the outputs ended at row {self._end} of {self._n}")
             self._held.append(block)
             self._end = block[0] + block[1][0].shape[0]
+            if self._end >= self._n:
+                self.close()
         parts = [
             arrays[i][max(start, a) - a : min(stop, a + arrays[i].shape[0]) - a]
             for a, arrays in self._held

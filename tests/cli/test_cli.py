@@ -195,6 +195,19 @@ def test_predict_two_targets(tmp_path, rng, capsys):
     np.testing.assert_allclose(values, load_model(model).predict(X), rtol=1e-12)
 
 
+class _Closing:
+    """An iterator over ``it`` whose ``close`` calls ``on_close`` (a generator's own cannot be replaced)."""
+
+    def __init__(self, it, on_close):
+        self._it, self.close = it, on_close
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+
 @pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize(
     "chunk_rows, budget", [(None, 256 * 2**20), (120, 256 * 2**20), (900, 256 * 2**20), (None, 64 * 500)]
@@ -227,6 +240,9 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget,
         store.reads.clear()
         blocks = predict_blocks(est, src, scores=scores, window=None if ahead else 1)
         stream = RowStream(blocks, 3000, PredictKernel(est, scores=scores).empty())
+        closed = []
+        real_close = blocks.close
+        stream._blocks = _Closing(blocks, lambda c=closed, f=real_close: c.append(1) or f())
         outs = [stream.output(i) for i in range(2 if scores else 1)]
         step = src.row_chunks()[0]  # the writer's slices: the same rows of every output in turn
         got = [[], []]
@@ -242,6 +258,7 @@ def test_predict_reads_each_stored_chunk_once(tmp_path, rng, chunk_rows, budget,
             else:
                 np.testing.assert_array_equal(values, ref)
         assert store.chunk_reads("X") == {f"X/c/{k}/0": 1 for k in range(6)}
+        assert closed == [1]  # the pass closed by the stream once its last row was taken, not by the GC
 
 
 @pytest.mark.parametrize("step", [1, 7, 40, 130, 1000])
