@@ -16,10 +16,11 @@ into one division::
 
     tanh|x| = (Q (1 - s) - r P (1 + s)) / (Q (1 + s) - r P (1 - s)),   s = 2^k
 
-which keeps full relative accuracy for small |x| (s = 1: ``-r P / Q``).  Within 4 ulp
-of the exact tanh (an absolute error below 4.5e-16) (tests/features/test_compiled_steps.py).  Measured
-(``scripts/bench_esn_step.py``): 0.8 ns a value against NumPy's 1.7 ns, and the map at
-200 units 1.14-1.17x its matrix products against the NumPy loop's 1.46-1.48x.
+which keeps full relative accuracy for small |x| (s = 1: ``-r P / Q``): within 4 ulp of
+the exact tanh, an absolute error below 4.5e-16 (tests/features/test_compiled_steps.py).
+Measured: 0.77 ns a value against NumPy's 1.6-1.7 ns (``scripts/ab_step_loop_parts.py``);
+the map at 200 units 1.17-1.19x its own matrix products against the NumPy loop's 1.45-1.56x
+(``scripts/bench_esn_step.py``).
 
 numba is imported here only, when a reservoir first runs: ``import streamridge`` and
 ``streamridge --help`` do not load it.  The compiled code is cached on disk (numba's
